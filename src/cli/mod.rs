@@ -1,0 +1,55 @@
+//! The `envcraft` command line: clap definitions and one file per subcommand. Each subcommand
+//! translates flags into a library call and the result into output and an exit code.
+
+mod doctor;
+mod exec;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{Error, exit};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "envcraft",
+    version,
+    about = "Run agent tasks in isolated copy-on-write workspaces and score the result"
+)]
+pub struct Cli {
+    /// Log format on stderr: `text` or `json` (level from ENVCRAFT_LOG, default `warn`).
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command in a fresh sandbox over a copy-on-write view of a directory.
+    Exec(exec::ExecArgs),
+    /// Say what this machine can enforce, and which bundled policies can run here.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Run the parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32, Error> {
+    match cli.command {
+        Command::Exec(args) => exec::run(args),
+        Command::Doctor(args) => doctor::run(args),
+    }
+}
+
+/// Print an error with its whole chain, as `envcraft: a: b: c`.
+pub fn report(err: &Error) -> i32 {
+    let mut message = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    eprintln!("envcraft: {message}");
+    exit::ENVCRAFT
+}

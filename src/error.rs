@@ -1,0 +1,34 @@
+//! The crate error, gathering each module's own, and the exit codes the CLI documents.
+
+use crate::sandbox::SandboxError;
+use crate::spec::policy::PolicyError;
+use crate::workspace::WorkspaceError;
+
+/// Exit codes of `envcraft` itself (a command run by `exec` passes its own through).
+pub mod exit {
+    /// Usage error (bad flags).
+    pub const USAGE: i32 = 2;
+    /// The command ran past its wall-clock limit (as `timeout(1)`).
+    pub const TIMEOUT: i32 = 124;
+    /// envcraft failed: bad policy, missing workspace, sandbox could not be built or a
+    /// required protection is not available here.
+    pub const ENVCRAFT: i32 = 125;
+    /// The command was found but could not be executed.
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found in the sandbox's PATH.
+    pub const NOT_FOUND: i32 = 127;
+    /// `doctor`: the `default` policy cannot run on this machine.
+    pub const DOCTOR_UNFIT: i32 = 1;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+}

@@ -1,0 +1,26 @@
+//! envcraft runs Claw-style agent tasks in isolated, copy-on-write workspaces and scores what
+//! the agent left behind.
+//!
+//! # Layout
+//!
+//! - [`spec`]: the file formats (policies today), parsed with serde and validated, with errors
+//!   that name the key, the line and what is expected.
+//! - [`sandbox`]: one command in a fresh sandbox: a pure plan (mounts, Landlock rules, seccomp
+//!   rules, limits) and the code that applies it in the cloned child, in one documented order;
+//!   also the machine probe behind `envcraft doctor`.
+//! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
+//!   layer, the copy used where overlayfs is refused, keeping changes for inspection.
+//! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
+//! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
+//! - [`error`]: the crate error and the CLI's exit codes.
+//!
+//! Dependencies point downward: `cli` → `sandbox` → `workspace` → `sys`; `spec` is used by all.
+
+pub mod cli;
+pub mod error;
+pub mod sandbox;
+pub mod spec;
+pub mod sys;
+pub mod workspace;
+
+pub use error::Error;

@@ -1,0 +1,22 @@
+//! The `envcraft` binary: parse the command line, set up logging, dispatch, exit.
+
+use clap::Parser;
+
+fn main() {
+    let cli = envcraft::cli::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ENVCRAFT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cli.log_format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let code = match envcraft::cli::run(cli) {
+        Ok(code) => code,
+        Err(err) => envcraft::cli::report(&err),
+    };
+    std::process::exit(code);
+}

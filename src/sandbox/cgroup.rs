@@ -1,0 +1,172 @@
+//! A cgroup per run, for the limits rlimits cannot give: a process count that also binds root
+//! (RLIMIT_NPROC does not apply to uid 0 of the initial namespace) and a memory limit that
+//! covers tmpfs pages and every process together.
+//!
+//! Needs root and the `pids` and `memory` controllers, on cgroup v2 (preferred) or v1. The
+//! cgroup is created before the sandbox starts, the sandbox's first process joins it before it
+//! runs anything, and [`RunCgroup`] removes it on drop (after killing what is left in it).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::plan::{CgroupLimits, CgroupSupport};
+
+const V2_ROOTS: &[&str] = &["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+const V1_PIDS: &str = "/sys/fs/cgroup/pids";
+const V1_MEMORY: &str = "/sys/fs/cgroup/memory";
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up cgroup {path}")]
+pub struct CgroupError {
+    path: PathBuf,
+    #[source]
+    source: io::Error,
+}
+
+fn err(path: &Path) -> impl FnOnce(io::Error) -> CgroupError + '_ {
+    move |source| CgroupError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The v2 root whose `cgroup.subtree_control` can enable both controllers, if any.
+fn v2_root() -> Option<&'static str> {
+    V2_ROOTS.iter().copied().find(|root| {
+        fs::read_to_string(Path::new(root).join("cgroup.controllers"))
+            .map(|c| {
+                let words: Vec<&str> = c.split_whitespace().collect();
+                words.contains(&"pids") && words.contains(&"memory")
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// What this process can use. Reads a few files; no cgroup is created.
+pub fn detect() -> CgroupSupport {
+    if !nix::unistd::geteuid().is_root() {
+        return CgroupSupport::None;
+    }
+    if v2_root().is_some() {
+        return CgroupSupport::V2;
+    }
+    let v1 = |root: &str, file: &str| Path::new(root).join(file).exists();
+    if v1(V1_PIDS, "pids.max")
+        || v1(V1_PIDS, "cgroup.procs") && v1(V1_MEMORY, "memory.limit_in_bytes")
+    {
+        return CgroupSupport::V1;
+    }
+    CgroupSupport::None
+}
+
+/// The cgroup directories of one run.
+pub struct RunCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl RunCgroup {
+    /// Create the run's cgroup(s) named `name` and write the limits.
+    pub fn create(name: &str, limits: &CgroupLimits) -> Result<RunCgroup, CgroupError> {
+        let mut run = RunCgroup { dirs: Vec::new() };
+        match limits.support {
+            CgroupSupport::None => {}
+            CgroupSupport::V2 => {
+                let root = Path::new(v2_root().unwrap_or(V2_ROOTS[0]));
+                let parent = root.join("envcraft");
+                if !parent.exists() {
+                    fs::create_dir(&parent).map_err(err(&parent))?;
+                }
+                let control = parent.join("cgroup.subtree_control");
+                fs::write(&control, "+pids +memory").map_err(err(&control))?;
+                let dir = parent.join(name);
+                fs::create_dir(&dir).map_err(err(&dir))?;
+                run.dirs.push(dir.clone());
+                write(&dir.join("pids.max"), limits.pids)?;
+                write(&dir.join("memory.max"), limits.memory_bytes)?;
+                let swap = dir.join("memory.swap.max");
+                if swap.exists() {
+                    write(&swap, 0)?;
+                }
+            }
+            CgroupSupport::V1 => {
+                for (root, settings) in [
+                    (V1_PIDS, vec![("pids.max", limits.pids)]),
+                    (
+                        V1_MEMORY,
+                        vec![("memory.limit_in_bytes", limits.memory_bytes)],
+                    ),
+                ] {
+                    let parent = Path::new(root).join("envcraft");
+                    if !parent.exists() {
+                        fs::create_dir(&parent).map_err(err(&parent))?;
+                    }
+                    let dir = parent.join(name);
+                    fs::create_dir(&dir).map_err(err(&dir))?;
+                    run.dirs.push(dir.clone());
+                    for (file, value) in settings {
+                        write(&dir.join(file), value)?;
+                    }
+                    let memsw = dir.join("memory.memsw.limit_in_bytes");
+                    if memsw.exists() {
+                        write(&memsw, limits.memory_bytes)?;
+                    }
+                }
+            }
+        }
+        Ok(run)
+    }
+
+    /// Move a process into the run's cgroup(s).
+    pub fn join(&self, pid: i32) -> Result<(), CgroupError> {
+        for dir in &self.dirs {
+            let procs = dir.join("cgroup.procs");
+            fs::write(&procs, pid.to_string()).map_err(err(&procs))?;
+        }
+        Ok(())
+    }
+
+    pub fn is_active(&self) -> bool {
+        !self.dirs.is_empty()
+    }
+
+    /// Kill every process still in the cgroup.
+    pub fn kill_all(&self) {
+        for dir in &self.dirs {
+            let kill = dir.join("cgroup.kill");
+            if kill.exists() && fs::write(&kill, "1").is_ok() {
+                continue;
+            }
+            if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
+                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        // A cgroup can be removed only once it is empty; its processes die asynchronously, so
+        // retry a bounded number of times.
+        for dir in &self.dirs {
+            for attempt in 0..200 {
+                if fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                if attempt % 20 == 0 {
+                    self.kill_all();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+fn write(path: &Path, value: u64) -> Result<(), CgroupError> {
+    fs::write(path, value.to_string()).map_err(err(path))
+}

@@ -1,0 +1,131 @@
+//! The channel between envcraft and the processes it starts: a `SOCK_SEQPACKET` socket pair
+//! carrying one JSON [`Report`] per message and, with [`Report::WorkspaceReady`], the file
+//! descriptor of the sandbox's private layer directory (SCM_RIGHTS).
+//!
+//! The parent keeps one end; the sandbox's init and its command process share the other, which
+//! is close-on-exec, so a successful `execve` closes the command's copy by itself.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use serde::{Deserialize, Serialize};
+
+use super::landlock::LandlockOutcome;
+
+/// What the sandbox's processes tell envcraft.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "report", rename_all = "snake_case")]
+pub enum Report {
+    /// The parent may go on (sent by the parent: uid map written, cgroup joined).
+    Go,
+    /// A setup step failed; nothing was executed.
+    SetupFailed {
+        step: String,
+        errno: i32,
+        detail: String,
+    },
+    /// The workspace is mounted; `overlay` false means it is a copy. Carries the layer fd.
+    WorkspaceReady { overlay: bool },
+    /// The cgroup namespace could (or could not) be entered.
+    CgroupNamespace { entered: bool },
+    /// The command process is about to `execve`, restricted as listed.
+    CommandReady {
+        landlock: LandlockOutcome,
+        capabilities_dropped: bool,
+        seccomp: bool,
+        no_new_privs: bool,
+    },
+    /// `execve` failed (126: not executable, 127: not found).
+    ExecFailed { errno: i32, exit_code: i32 },
+    /// The command exited.
+    Exited { code: i32 },
+    /// The command was killed by a signal.
+    Signaled { signal: i32 },
+}
+
+/// One end of the channel.
+pub struct Channel {
+    fd: OwnedFd,
+}
+
+/// Largest message: reports are small JSON objects.
+const MAX_MESSAGE: usize = 4096;
+
+impl AsFd for Channel {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Channel {
+    /// A connected pair, both ends close-on-exec.
+    pub fn pair() -> std::io::Result<(Channel, Channel)> {
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        Ok((Channel { fd: a }, Channel { fd: b }))
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Send a report, optionally with a file descriptor.
+    pub fn send(&self, report: &Report, fd: Option<RawFd>) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(report).map_err(std::io::Error::other)?;
+        let iov = [IoSlice::new(&bytes)];
+        let fds;
+        let cmsgs: Vec<ControlMessage<'_>> = match fd {
+            Some(fd) => {
+                fds = [fd];
+                vec![ControlMessage::ScmRights(&fds)]
+            }
+            None => Vec::new(),
+        };
+        sendmsg::<()>(
+            self.fd.as_raw_fd(),
+            &iov,
+            &cmsgs,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Receive one report; `Ok(None)` at end of stream (every sender closed its end).
+    pub fn recv(&self) -> std::io::Result<Option<(Report, Option<OwnedFd>)>> {
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+        let (len, fd) = {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let msg = recvmsg::<()>(
+                self.fd.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            )?;
+            let mut fd = None;
+            for c in msg.cmsgs()? {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    for raw in fds {
+                        let owned = crate::sys::adopt_received_fd(raw);
+                        fd.get_or_insert(owned);
+                    }
+                }
+            }
+            (msg.bytes, fd)
+        };
+        if len == 0 {
+            return Ok(None);
+        }
+        let report = serde_json::from_slice(&buf[..len]).map_err(std::io::Error::other)?;
+        Ok(Some((report, fd)))
+    }
+}

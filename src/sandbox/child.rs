@@ -1,0 +1,703 @@
+//! What runs after the clone, in the sandbox's own processes, in one documented order.
+//!
+//! With namespaces, the cloned process is the sandbox's *init* (PID 1 of the new PID
+//! namespace). It builds the root and forks the *command* process, which restricts itself and
+//! executes the command:
+//!
+//! | # | who | step | why here |
+//! |---|-----|------|----------|
+//! | 1 | init | wait for `Go` | the parent writes the uid/gid maps and joins the cgroup first; before that we are nobody and unlimited |
+//! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
+//! | 3 | init | layer tmpfs (size = workspace limit) | upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
+//! | 4 | init | bind the template read-only at `lower` | the overlay's lower layer can never be written, whatever overlayfs does |
+//! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
+//! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
+//! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
+//! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
+//! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
+//! | 10 | init | fork the command; close every other fd; become non-dumpable | init holds nothing the command could borrow through /proc/1 |
+//! | 11 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
+//! | 12 | command | rlimits | must precede dropping capabilities (raising needs CAP_SYS_RESOURCE) |
+//! | 13 | command | Landlock (sets no_new_privs) | paths are final now; after it nothing can widen access |
+//! | 14 | command | drop capabilities (bounding set, securebits, all sets) | after Landlock, which is fine without them thanks to no_new_privs |
+//! | 15 | command | seccomp (guard, then deny list) | last: the filter would refuse the calls of the steps above |
+//! | 16 | command | execve | |
+//!
+//! Without namespaces (the `portable` fallback) the cloned process is the command itself and
+//! runs steps 11–16 over a copy of the workspace.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, chdir, pivot_root};
+
+use super::channel::{Channel, Report};
+use super::landlock;
+use super::plan::{DEVICES, LandlockPlan, MountStep, Plan, RlimitKind};
+use super::seccomp;
+use crate::spec::policy::Protection;
+use crate::sys::{self, Cloned};
+
+/// A failed setup step: which one, and the OS error.
+pub struct StepError {
+    pub step: String,
+    pub errno: i32,
+    pub detail: String,
+}
+
+trait Step<T> {
+    fn step(self, name: &str) -> Result<T, StepError>;
+}
+
+impl<T, E: Into<io::Error>> Step<T> for Result<T, E> {
+    fn step(self, name: &str) -> Result<T, StepError> {
+        self.map_err(|e| {
+            let e: io::Error = e.into();
+            StepError {
+                step: name.to_string(),
+                errno: e.raw_os_error().unwrap_or(0),
+                detail: e.to_string(),
+            }
+        })
+    }
+}
+
+fn fail(step: &str, detail: String) -> StepError {
+    StepError {
+        step: step.to_string(),
+        errno: 0,
+        detail,
+    }
+}
+
+/// The host-side directories of one run (created by the parent, empty, mode 0700).
+pub struct StateDirs {
+    pub base: PathBuf,
+}
+
+impl StateDirs {
+    pub fn layer(&self) -> PathBuf {
+        self.base.join("layer")
+    }
+    pub fn lower(&self) -> PathBuf {
+        self.base.join("lower")
+    }
+    pub fn root(&self) -> PathBuf {
+        self.base.join("root")
+    }
+}
+
+/// The standard streams the command gets.
+#[derive(Clone, Copy)]
+pub struct Stdio<'a> {
+    pub stdin: BorrowedFd<'a>,
+    pub stdout: BorrowedFd<'a>,
+    pub stderr: BorrowedFd<'a>,
+}
+
+/// Entry point of the cloned init (namespaced mode). Never returns.
+pub fn init_main(plan: &Plan, dirs: &StateDirs, channel: &Channel, stdio: Stdio<'_>) -> ! {
+    match init_steps(plan, dirs, channel, stdio) {
+        Ok(code) => sys::exit_now(code),
+        Err(e) => {
+            let _ = channel.send(
+                &Report::SetupFailed {
+                    step: e.step,
+                    errno: e.errno,
+                    detail: e.detail,
+                },
+                None,
+            );
+            sys::exit_now(125)
+        }
+    }
+}
+
+pub fn wait_for_go(channel: &Channel) -> Result<(), StepError> {
+    match channel.recv().step("wait for the parent")? {
+        Some((Report::Go, _)) => Ok(()),
+        _ => Err(fail("wait for the parent", "parent went away".into())),
+    }
+}
+
+fn init_steps(
+    plan: &Plan,
+    dirs: &StateDirs,
+    channel: &Channel,
+    stdio: Stdio<'_>,
+) -> Result<i32, StepError> {
+    // 1. The parent maps our uid and joins our cgroup, then says go.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .step("set parent-death signal")?;
+    wait_for_go(channel)?;
+
+    // 2. Nothing below propagates to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .step("make / private")?;
+
+    // 3. The layer tmpfs holds the overlay's upper and work directories (or the copy).
+    let layer = dirs.layer();
+    let layer_opts = format!("size={},mode=0700", plan.workspace_bytes);
+    mount(
+        Some("envcraft-layer"),
+        &layer,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(layer_opts.as_str()),
+    )
+    .step("mount the layer tmpfs")?;
+    for d in ["upper", "work"] {
+        fs::create_dir(layer.join(d)).step("create the upper layer")?;
+    }
+    fs::write(layer.join("empty"), b"").step("create the mask file")?;
+
+    // 4. The template, read-only, as the lower layer.
+    bind(&plan.lower, &dirs.lower(), true).step("bind the template read-only")?;
+
+    // 5. The root and everything in it.
+    let root = dirs.root();
+    mount(
+        Some("envcraft-root"),
+        &root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=1m,mode=0755"),
+    )
+    .step("mount the root tmpfs")?;
+    let mut overlay = true;
+    for step in &plan.mounts {
+        if let MountStep::Workspace { path, writable } = step {
+            overlay = mount_workspace(plan, dirs, &below(&root, path), *writable)?;
+        } else {
+            apply_mount(step, &root, &layer, &plan.workspace)?;
+        }
+    }
+
+    // 6. Hand the layer to the parent.
+    let layer_fd = fs::File::open(&layer).step("open the layer")?;
+    channel
+        .send(
+            &Report::WorkspaceReady { overlay },
+            Some(layer_fd.as_raw_fd()),
+        )
+        .step("send the layer")?;
+    drop(layer_fd);
+
+    // 7. Our own hostname and loopback.
+    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
+    if plan.network_namespace {
+        sys::loopback_up().step("bring loopback up")?;
+    }
+
+    // 8. Enter the new root; the host's tree is detached.
+    chdir(&root).step("enter the new root")?;
+    pivot_root(".", ".").step("pivot_root")?;
+    umount2(".", MntFlags::MNT_DETACH).step("detach the old root")?;
+    chdir("/").step("chdir /")?;
+
+    // 9. The root itself becomes read-only; a cgroup namespace hides the host's cgroup paths.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .step("remount / read-only")?;
+    let entered = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).is_ok();
+    let _ = channel.send(&Report::CgroupNamespace { entered }, None);
+    if !entered && plan.required.contains(&Protection::CgroupNamespace) {
+        return Err(fail(
+            "enter a cgroup namespace",
+            "refused by the kernel".into(),
+        ));
+    }
+
+    // 10. The command runs as our child; we wait for it.
+    let command = match sys::clone_process(0).step("fork the command")? {
+        Cloned::Child => command_main(plan, channel, stdio, &plan.workspace, &[]),
+        Cloned::Parent(pid) => Pid::from_raw(pid),
+    };
+    sys::close_fds_except(0, &[channel.raw_fd()]).step("close inherited descriptors")?;
+    nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                let _ = channel.send(&Report::Exited { code }, None);
+                return Ok(code);
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
+                let _ = channel.send(
+                    &Report::Signaled {
+                        signal: signal as i32,
+                    },
+                    None,
+                );
+                return Ok(128 + signal as i32);
+            }
+            Ok(_) => {} // an orphan reparented to us: reaped
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).step("wait for the command"),
+        }
+    }
+}
+
+/// `root` + an absolute sandbox path.
+fn below(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Flags of an existing mount that a user namespace may not clear (they are locked), to be
+/// repeated when remounting.
+fn locked_flags(path: &Path) -> MsFlags {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let mut flags = MsFlags::empty();
+    if let Ok(st) = statvfs(path) {
+        let f = st.flags();
+        for (fs_flag, ms_flag) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if f.contains(fs_flag) {
+                flags |= ms_flag;
+            }
+        }
+    }
+    flags
+}
+
+/// Bind `source` on `target` (non-recursive), read-only when asked.
+fn bind(source: &Path, target: &Path, read_only: bool) -> nix::Result<()> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )?;
+    if read_only {
+        let flags = MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | locked_flags(source);
+        mount(None::<&str>, target, None::<&str>, flags, None::<&str>)?;
+    }
+    Ok(())
+}
+
+fn make_mountpoint(target: &Path, dir: bool) -> io::Result<()> {
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    if dir {
+        fs::create_dir_all(target)
+    } else if target.symlink_metadata().is_err() {
+        fs::write(target, b"")
+    } else {
+        Ok(())
+    }
+}
+
+fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()> {
+    let opts = format!("size={bytes},mode={mode:o}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
+        Some(opts.as_str()),
+    )
+}
+
+fn apply_mount(
+    step: &MountStep,
+    root: &Path,
+    layer: &Path,
+    workspace: &Path,
+) -> Result<(), StepError> {
+    match step {
+        MountStep::BindReadOnly { path, dir } => {
+            let target = below(root, path);
+            make_mountpoint(&target, *dir).step(&format!("create {}", path.display()))?;
+            bind(path, &target, true).step(&format!("bind {}", path.display()))
+        }
+        MountStep::Symlink { path, target } => {
+            let link = below(root, path);
+            if let Some(parent) = link.parent() {
+                fs::create_dir_all(parent).step("create a symlink's parent")?;
+            }
+            std::os::unix::fs::symlink(target, &link).step(&format!("symlink {}", path.display()))
+        }
+        MountStep::Mask { path, dir } => {
+            let target = below(root, path);
+            if *dir {
+                tmpfs(
+                    &target,
+                    4096,
+                    0o000,
+                    MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC,
+                )
+                .step(&format!("mask {}", path.display()))
+            } else {
+                bind(&layer.join("empty"), &target, true).step(&format!("mask {}", path.display()))
+            }
+        }
+        MountStep::Tmpfs { path, bytes, mode } => {
+            let target = below(root, path);
+            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
+            tmpfs(&target, *bytes, *mode, MsFlags::empty())
+                .step(&format!("mount tmpfs on {}", path.display()))
+        }
+        MountStep::Dev { shm_bytes } => mount_dev(root, *shm_bytes),
+        MountStep::WorkspaceAlias { path } => {
+            let target = below(root, path);
+            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
+            let workspace = below(root, workspace);
+            mount(
+                Some(&workspace),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .step(&format!("bind the workspace at {}", path.display()))
+        }
+        MountStep::Proc => {
+            let target = root.join("proc");
+            fs::create_dir_all(&target).step("create /proc")?;
+            mount(
+                Some("proc"),
+                &target,
+                Some("proc"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .step("mount /proc")
+        }
+        MountStep::Workspace { .. } => Ok(()), // handled by mount_workspace
+    }
+}
+
+fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
+    let dev = root.join("dev");
+    fs::create_dir_all(&dev).step("create /dev")?;
+    tmpfs(&dev, 64 * 1024, 0o755, MsFlags::MS_NOEXEC).step("mount /dev")?;
+    for name in DEVICES {
+        let host = Path::new("/dev").join(name);
+        if host.exists() {
+            let target = dev.join(name);
+            fs::write(&target, b"").step("create a device node mountpoint")?;
+            mount(
+                Some(&host),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .step(&format!("bind /dev/{name}"))?;
+        }
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link)).step("create /dev symlinks")?;
+    }
+    let shm = dev.join("shm");
+    fs::create_dir(&shm).step("create /dev/shm")?;
+    tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
+}
+
+/// Mount the workspace: an overlay over the read-only template, or a copy where overlayfs is
+/// refused and the policy allows it. Returns whether it is an overlay.
+fn mount_workspace(
+    plan: &Plan,
+    dirs: &StateDirs,
+    target: &Path,
+    writable: bool,
+) -> Result<bool, StepError> {
+    fs::create_dir_all(target).step("create the workspace mountpoint")?;
+    // Relative option paths: the state directory's own path may hold `,` or `:`.
+    chdir(&dirs.base).step("enter the state directory")?;
+    let (opts, flags) = if writable {
+        (
+            "lowerdir=lower,upperdir=layer/upper,workdir=layer/work,userxattr",
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        )
+    } else {
+        (
+            "lowerdir=lower,userxattr",
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RDONLY,
+        )
+    };
+    let result = mount(
+        Some("envcraft-workspace"),
+        target,
+        Some("overlay"),
+        flags,
+        Some(opts),
+    );
+    chdir("/").step("leave the state directory")?;
+    match result {
+        Ok(()) => Ok(true),
+        Err(e) if !plan.required.contains(&Protection::OverlayWorkspace) => {
+            tracing::debug!(error = %e, "overlayfs refused; copying the workspace");
+            let copy = dirs.layer().join("copy");
+            crate::workspace::copy_tree(&dirs.lower(), &copy)
+                .map_err(|e| fail("copy the workspace", format!("{e:#}")))?;
+            bind(&copy, target, !writable).step("bind the workspace copy")?;
+            Ok(false)
+        }
+        Err(e) => Err(e).step("mount the overlay workspace"),
+    }
+}
+
+/// Entry point of the command process (both modes). Never returns.
+pub fn command_main(
+    plan: &Plan,
+    channel: &Channel,
+    stdio: Stdio<'_>,
+    workspace: &Path,
+    extra_write: &[PathBuf],
+) -> ! {
+    let code = match command_steps(plan, channel, stdio, workspace, extra_write) {
+        Ok(never) => match never {},
+        Err((e, code)) => {
+            // 126/127 were reported as ExecFailed already; anything else is a setup failure.
+            if code == 125 {
+                let _ = channel.send(
+                    &Report::SetupFailed {
+                        step: e.step,
+                        errno: e.errno,
+                        detail: e.detail,
+                    },
+                    None,
+                );
+            }
+            code
+        }
+    };
+    sys::exit_now(code)
+}
+
+enum Never {}
+
+fn command_steps(
+    plan: &Plan,
+    channel: &Channel,
+    stdio: Stdio<'_>,
+    workspace: &Path,
+    extra_write: &[PathBuf],
+) -> Result<Never, (StepError, i32)> {
+    let setup = |e: StepError| (e, 125);
+    // 11. Own session, the planned stdio, the workspace as working directory.
+    nix::unistd::setsid().step("setsid").map_err(setup)?;
+    nix::unistd::dup2_stdin(stdio.stdin)
+        .step("set up stdin")
+        .map_err(setup)?;
+    nix::unistd::dup2_stdout(stdio.stdout)
+        .step("set up stdout")
+        .map_err(setup)?;
+    nix::unistd::dup2_stderr(stdio.stderr)
+        .step("set up stderr")
+        .map_err(setup)?;
+    sys::close_fds_except(3, &[channel.raw_fd()])
+        .step("close inherited descriptors")
+        .map_err(setup)?;
+    chdir(workspace)
+        .step("enter the workspace")
+        .map_err(setup)?;
+
+    let program = resolve(&plan.argv[0], &plan.search_path);
+    let argv: Vec<CString> = plan
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            (
+                fail("prepare argv", "an argument contains a NUL byte".into()),
+                125,
+            )
+        })?;
+    let env: Vec<CString> = plan
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")))
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            (
+                fail(
+                    "prepare the environment",
+                    "a value contains a NUL byte".into(),
+                ),
+                125,
+            )
+        })?;
+
+    // 12. Resource limits.
+    for limit in &plan.rlimits {
+        let resource = match limit.resource {
+            RlimitKind::Cpu => Resource::RLIMIT_CPU,
+            RlimitKind::AddressSpace => Resource::RLIMIT_AS,
+            RlimitKind::Processes => Resource::RLIMIT_NPROC,
+            RlimitKind::FileSize => Resource::RLIMIT_FSIZE,
+            RlimitKind::OpenFiles => Resource::RLIMIT_NOFILE,
+            RlimitKind::Core => Resource::RLIMIT_CORE,
+        };
+        setrlimit(resource, limit.soft, limit.hard)
+            .step("set rlimits")
+            .map_err(setup)?;
+    }
+
+    // 13. Landlock.
+    let mut landlock_plan: LandlockPlan = plan.landlock.clone();
+    landlock_plan.read_write.extend(extra_write.iter().cloned());
+    if !plan.namespaced {
+        landlock_plan.read_write.push(workspace.to_path_buf());
+    }
+    let abi = sys::landlock_abi_version();
+    let outcome = landlock::restrict_current_thread(&landlock_plan, abi)
+        .map_err(|e| (fail("landlock", format!("{e:#}")), 125))?;
+    for (protection, ok) in [
+        (Protection::LandlockFilesystem, outcome.filesystem),
+        (Protection::LandlockNetwork, outcome.network),
+        (Protection::LandlockScope, outcome.scope),
+    ] {
+        if !ok && plan.required.contains(&protection) {
+            return Err((
+                fail(
+                    "landlock",
+                    format!(
+                        "{protection} is required but the kernel (Landlock ABI {abi}) did not enforce it"
+                    ),
+                ),
+                125,
+            ));
+        }
+    }
+    let no_new_privs = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
+    if !no_new_privs {
+        nix::sys::prctl::set_no_new_privs()
+            .step("set no_new_privs")
+            .map_err(setup)?;
+    }
+
+    // 14. Capabilities.
+    drop_capabilities().map_err(setup)?;
+
+    // 15. seccomp.
+    seccomp::apply_to_current_thread(&plan.seccomp)
+        .map_err(|e| (fail("seccomp", format!("{e:#}")), 125))?;
+
+    // 16. Exec.
+    let Some(program) = program else {
+        let _ = channel.send(
+            &Report::ExecFailed {
+                errno: libc::ENOENT,
+                exit_code: 127,
+            },
+            None,
+        );
+        return Err((
+            fail(
+                "find the command",
+                format!("{}: command not found", plan.argv[0]),
+            ),
+            127,
+        ));
+    };
+    let _ = channel.send(
+        &Report::CommandReady {
+            landlock: outcome,
+            capabilities_dropped: true,
+            seccomp: true,
+            no_new_privs: true,
+        },
+        None,
+    );
+    let err = nix::unistd::execve(&program, &argv, &env).unwrap_err();
+    let exit_code = if err == nix::errno::Errno::ENOENT {
+        127
+    } else {
+        126
+    };
+    let _ = channel.send(
+        &Report::ExecFailed {
+            errno: err as i32,
+            exit_code,
+        },
+        None,
+    );
+    Err((
+        fail("execve", format!("{}: {}", plan.argv[0], err.desc())),
+        exit_code,
+    ))
+}
+
+/// Find the program as `execvp` would, in the sandbox's PATH.
+fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
+    if name.contains('/') {
+        return CString::new(name.as_bytes()).ok();
+    }
+    search_path
+        .iter()
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            p.metadata()
+                .map(|m| {
+                    m.is_file()
+                        && nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::X_OK).is_ok()
+                })
+                .unwrap_or(false)
+        })
+        .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok())
+}
+
+/// Clear the bounding set, lock the securebits so uid 0 gains nothing at exec, then clear
+/// every capability set. A process with no capabilities at all (an unprivileged run without
+/// namespaces) has nothing to drop; no_new_privs already keeps setuid binaries inert.
+fn drop_capabilities() -> Result<(), StepError> {
+    use caps::CapSet;
+    let permitted = caps::read(None, CapSet::Permitted)
+        .map_err(|e| fail("read capabilities", e.to_string()))?;
+    if !permitted.is_empty() {
+        caps::clear(None, CapSet::Bounding)
+            .map_err(|e| fail("clear the bounding set", e.to_string()))?;
+        sys::lock_securebits_noroot().step("lock securebits")?;
+    }
+    for set in [
+        CapSet::Ambient,
+        CapSet::Inheritable,
+        CapSet::Effective,
+        CapSet::Permitted,
+    ] {
+        caps::clear(None, set).map_err(|e| fail("drop capabilities", e.to_string()))?;
+    }
+    Ok(())
+}

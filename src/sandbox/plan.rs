@@ -1,0 +1,694 @@
+//! The plan: what a policy turns into for one run, decided without touching the kernel.
+//!
+//! [`Plan::build`] is a pure function of the policy, the request and a description of the host
+//! (what exists at each path, which uid runs us, what the kernel offers). Everything the child
+//! process later applies (mounts, Landlock rules, seccomp rules, limits, environment, argv) is
+//! data here, so it can be unit-tested exactly.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::spec::policy::{NetworkMode, Policy, Protection};
+
+/// What is at a host path (from `lstat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEntry {
+    Missing,
+    Dir,
+    File,
+    Symlink(PathBuf),
+    /// Devices, sockets, fifos: never bound into a sandbox.
+    Special,
+}
+
+/// How this process may limit resources through cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupSupport {
+    /// Not available (not root, or no pids/memory controller).
+    None,
+    /// cgroup v1 `pids` and `memory` hierarchies under /sys/fs/cgroup.
+    V1,
+    /// cgroup v2 with `pids` and `memory` enabled at /sys/fs/cgroup (or .../unified).
+    V2,
+}
+
+/// What the planner needs to know about the host; `stat` and `list` are injected for tests.
+pub struct Host<'a> {
+    pub uid: u32,
+    pub gid: u32,
+    pub landlock_abi: i32,
+    pub cgroup: CgroupSupport,
+    pub stat: &'a dyn Fn(&Path) -> HostEntry,
+    pub list: &'a dyn Fn(&Path) -> Vec<PathBuf>,
+}
+
+/// One run's request, after the CLI validated it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The template directory (canonical, existing).
+    pub workspace: PathBuf,
+    pub argv: Vec<String>,
+    /// Overrides the policy's wall-clock limit.
+    pub timeout_secs: Option<u64>,
+    /// The host's environment; only the policy's `pass` list is read from it.
+    pub host_env: Vec<(String, String)>,
+    /// Run without namespaces (Landlock + seccomp + rlimits on a copied workspace).
+    pub without_namespaces: bool,
+}
+
+/// A mount step of the sandbox's root, applied in order below the new root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountStep {
+    /// A read-only, nosuid, nodev bind of a host path at the same place.
+    BindReadOnly { path: PathBuf, dir: bool },
+    /// A symlink recreated as it is on the host (e.g. `/bin -> usr/bin`).
+    Symlink { path: PathBuf, target: PathBuf },
+    /// An empty, read-only directory or file over a path.
+    Mask { path: PathBuf, dir: bool },
+    /// A private tmpfs (mode 1777 for /tmp, 0700 for HOME).
+    Tmpfs {
+        path: PathBuf,
+        bytes: u64,
+        mode: u32,
+    },
+    /// The minimal /dev: a tmpfs with bound device nodes, /dev/shm, and the fd symlinks.
+    Dev { shm_bytes: u64 },
+    /// The copy-on-write workspace (or its copy when overlayfs is refused).
+    Workspace { path: PathBuf, writable: bool },
+    /// A bind of the workspace at another place.
+    WorkspaceAlias { path: PathBuf },
+    /// /proc of the new PID namespace.
+    Proc,
+}
+
+/// Device nodes bound into the sandbox's /dev.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What Landlock should allow. Everything not granted here is denied.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LandlockPlan {
+    /// Read files, list directories, execute.
+    pub read_exec: Vec<PathBuf>,
+    /// List the directory hierarchy only.
+    pub read_dir: Vec<PathBuf>,
+    /// Full read-write (create, remove, rename, truncate).
+    pub read_write: Vec<PathBuf>,
+    /// Device nodes: read, write, ioctl.
+    pub devices: Vec<PathBuf>,
+    /// TCP ports that may be bound / connected to (all other TCP is denied).
+    pub tcp_bind: Vec<u16>,
+    pub tcp_connect: Vec<u16>,
+    /// Deny abstract Unix sockets and signals that cross the sandbox boundary.
+    pub scope: bool,
+}
+
+/// What the seccomp filter must deny beyond its fixed list (see `seccomp.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SeccompPlan {
+    pub deny_netlink: bool,
+    /// Deny AF_INET/AF_INET6 sockets altogether (used when there is no network namespace and
+    /// the policy wants no network: Landlock covers TCP only).
+    pub deny_inet: bool,
+}
+
+/// A resource limit set with setrlimit in the command process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    pub resource: RlimitKind,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RlimitKind {
+    Cpu,
+    AddressSpace,
+    Processes,
+    FileSize,
+    OpenFiles,
+    Core,
+}
+
+/// Limits enforced through a cgroup made for this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupLimits {
+    pub support: CgroupSupport,
+    pub pids: u64,
+    pub memory_bytes: u64,
+}
+
+/// Everything one run will enforce.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub policy_name: String,
+    pub namespaced: bool,
+    pub network_namespace: bool,
+    pub uid: u32,
+    pub gid: u32,
+    pub lower: PathBuf,
+    pub workspace: PathBuf,
+    pub workspace_writable: bool,
+    pub workspace_bytes: u64,
+    pub mounts: Vec<MountStep>,
+    pub hostname: String,
+    pub landlock: LandlockPlan,
+    pub seccomp: SeccompPlan,
+    pub rlimits: Vec<Rlimit>,
+    pub cgroup: Option<CgroupLimits>,
+    pub env: Vec<(String, String)>,
+    pub argv: Vec<String>,
+    pub search_path: Vec<PathBuf>,
+    pub wall_time_secs: u64,
+    pub output_bytes: u64,
+    pub required: Vec<Protection>,
+}
+
+/// Why no plan can be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("no command given: expected `-- CMD [ARGS...]`")]
+    EmptyCommand,
+    #[error("policy `{policy}` requires {protection}, which cannot be applied {reason}")]
+    RequiredUnavailable {
+        policy: String,
+        protection: Protection,
+        reason: String,
+    },
+    #[error("--timeout must be at least 1 second")]
+    ZeroTimeout,
+}
+
+impl Plan {
+    pub fn build(policy: &Policy, request: &Request, host: &Host<'_>) -> Result<Plan, PlanError> {
+        if request.argv.is_empty() || request.argv[0].is_empty() {
+            return Err(PlanError::EmptyCommand);
+        }
+        if request.timeout_secs == Some(0) {
+            return Err(PlanError::ZeroTimeout);
+        }
+        let namespaced = !request.without_namespaces;
+        if !namespaced {
+            let required_ns = policy
+                .protections
+                .required
+                .iter()
+                .find(|p| p.needs_namespaces());
+            if let Some(p) = required_ns {
+                return Err(PlanError::RequiredUnavailable {
+                    policy: policy.name.clone(),
+                    protection: *p,
+                    reason: "without user namespaces".into(),
+                });
+            }
+        }
+        let cgroup = match host.cgroup {
+            CgroupSupport::None => None,
+            support => Some(CgroupLimits {
+                support,
+                pids: policy.limits.processes,
+                memory_bytes: policy.limits.memory_bytes,
+            }),
+        };
+        if cgroup.is_none() && policy.protections.is_required(Protection::CgroupLimits) {
+            return Err(PlanError::RequiredUnavailable {
+                policy: policy.name.clone(),
+                protection: Protection::CgroupLimits,
+                reason: "here (needs root and a cgroup with the pids and memory controllers)"
+                    .into(),
+            });
+        }
+        let fs = &policy.filesystem;
+        let (mounts, landlock_fs) = if namespaced {
+            namespaced_root(policy, host)
+        } else {
+            (Vec::new(), host_landlock(policy, host))
+        };
+        let network_namespace = namespaced && policy.network.mode == NetworkMode::None;
+        let landlock = LandlockPlan {
+            tcp_bind: policy.network.allow_tcp_bind.clone(),
+            tcp_connect: policy.network.allow_tcp_connect.clone(),
+            scope: true,
+            ..landlock_fs
+        };
+        let seccomp = SeccompPlan {
+            deny_netlink: !policy.network.allow_netlink,
+            deny_inet: !namespaced && policy.network.mode == NetworkMode::None,
+        };
+        let limits = &policy.limits;
+        let mut rlimits = vec![
+            Rlimit {
+                resource: RlimitKind::Cpu,
+                soft: limits.cpu_secs,
+                hard: limits.cpu_secs + 1,
+            },
+            Rlimit {
+                resource: RlimitKind::Processes,
+                soft: limits.processes,
+                hard: limits.processes,
+            },
+            Rlimit {
+                resource: RlimitKind::FileSize,
+                soft: limits.file_size_bytes,
+                hard: limits.file_size_bytes,
+            },
+            Rlimit {
+                resource: RlimitKind::OpenFiles,
+                soft: limits.open_files,
+                hard: limits.open_files,
+            },
+            Rlimit {
+                resource: RlimitKind::Core,
+                soft: 0,
+                hard: 0,
+            },
+        ];
+        if cgroup.is_none() {
+            // Without a memory cgroup the address-space limit is the only memory bound we have.
+            rlimits.push(Rlimit {
+                resource: RlimitKind::AddressSpace,
+                soft: limits.memory_bytes,
+                hard: limits.memory_bytes,
+            });
+        }
+        let workspace = if namespaced {
+            fs.workspace.clone()
+        } else {
+            // Without a mount namespace the command sees the copy at its host path; the
+            // executor fills this in once the copy exists.
+            PathBuf::new()
+        };
+        Ok(Plan {
+            policy_name: policy.name.clone(),
+            namespaced,
+            network_namespace,
+            uid: host.uid,
+            gid: host.gid,
+            lower: request.workspace.clone(),
+            workspace: workspace.clone(),
+            workspace_writable: fs.workspace_writable,
+            workspace_bytes: limits.workspace_bytes,
+            mounts,
+            hostname: policy.environment.hostname.clone(),
+            landlock,
+            seccomp,
+            rlimits,
+            cgroup,
+            env: environment(policy, &request.host_env, &workspace),
+            argv: request.argv.clone(),
+            search_path: policy
+                .environment
+                .path
+                .split(':')
+                .map(PathBuf::from)
+                .collect(),
+            wall_time_secs: request.timeout_secs.unwrap_or(limits.wall_time_secs),
+            output_bytes: limits.output_bytes,
+            required: policy.protections.required.clone(),
+        })
+    }
+}
+
+/// The mounts and Landlock rules of a sandbox with its own mount namespace.
+fn namespaced_root(policy: &Policy, host: &Host<'_>) -> (Vec<MountStep>, LandlockPlan) {
+    let fs = &policy.filesystem;
+    let mut mounts = Vec::new();
+    let mut landlock = LandlockPlan {
+        read_dir: vec![PathBuf::from("/")],
+        ..LandlockPlan::default()
+    };
+    let mut bound: Vec<PathBuf> = Vec::new();
+    for path in &fs.read_only {
+        match (host.stat)(path) {
+            HostEntry::Dir | HostEntry::File => {
+                let dir = (host.stat)(path) == HostEntry::Dir;
+                mounts.push(MountStep::BindReadOnly {
+                    path: path.clone(),
+                    dir,
+                });
+                landlock.read_exec.push(path.clone());
+                bound.push(path.clone());
+            }
+            HostEntry::Symlink(target) => mounts.push(MountStep::Symlink {
+                path: path.clone(),
+                target,
+            }),
+            HostEntry::Missing | HostEntry::Special => {}
+        }
+    }
+    for hole in &fs.hidden {
+        if !bound.iter().any(|b| hole.starts_with(b)) {
+            continue; // not visible inside anyway
+        }
+        match (host.stat)(hole) {
+            HostEntry::Dir => mounts.push(MountStep::Mask {
+                path: hole.clone(),
+                dir: true,
+            }),
+            HostEntry::File | HostEntry::Special => mounts.push(MountStep::Mask {
+                path: hole.clone(),
+                dir: false,
+            }),
+            // A symlink cannot be mounted over; what it points to is masked if listed itself.
+            HostEntry::Symlink(_) | HostEntry::Missing => {}
+        }
+    }
+    let home = &policy.environment.home;
+    if !fs.workspace.starts_with(home) && !bound.iter().any(|b| home.starts_with(b)) {
+        mounts.push(MountStep::Tmpfs {
+            path: home.clone(),
+            bytes: fs.tmp_bytes,
+            mode: 0o700,
+        });
+        landlock.read_write.push(home.clone());
+    }
+    mounts.push(MountStep::Tmpfs {
+        path: PathBuf::from("/tmp"),
+        bytes: fs.tmp_bytes,
+        mode: 0o1777,
+    });
+    landlock.read_write.push(PathBuf::from("/tmp"));
+    mounts.push(MountStep::Dev {
+        shm_bytes: fs.tmp_bytes,
+    });
+    landlock.read_write.push(PathBuf::from("/dev/shm"));
+    landlock
+        .devices
+        .extend(DEVICES.iter().map(|d| Path::new("/dev").join(d)));
+    mounts.push(MountStep::Workspace {
+        path: fs.workspace.clone(),
+        writable: fs.workspace_writable,
+    });
+    let workspace_access = if fs.workspace_writable {
+        &mut landlock.read_write
+    } else {
+        &mut landlock.read_exec
+    };
+    workspace_access.push(fs.workspace.clone());
+    for alias in &fs.workspace_aliases {
+        mounts.push(MountStep::WorkspaceAlias {
+            path: alias.clone(),
+        });
+        workspace_access.push(alias.clone());
+    }
+    mounts.push(MountStep::Proc);
+    landlock.read_exec.push(PathBuf::from("/proc"));
+    (mounts, landlock)
+}
+
+/// Landlock rules for a run in the host's mount namespace: the read-only paths minus the hidden
+/// ones (a Landlock rule covers a whole hierarchy, so a directory that holds a hidden path is
+/// granted child by child), the devices, and /proc. The workspace copy and the private temporary
+/// directory are added by the executor once they exist.
+fn host_landlock(policy: &Policy, host: &Host<'_>) -> LandlockPlan {
+    let fs = &policy.filesystem;
+    let mut read_exec = Vec::new();
+    for path in &fs.read_only {
+        if matches!((host.stat)(path), HostEntry::Dir | HostEntry::File) {
+            read_exec.extend(grant_except(path, &fs.hidden, host));
+        }
+    }
+    read_exec.push(PathBuf::from("/proc"));
+    LandlockPlan {
+        read_exec,
+        devices: DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect(),
+        ..LandlockPlan::default()
+    }
+}
+
+/// The smallest set of paths that covers `root` but none of `holes`.
+pub fn grant_except(root: &Path, holes: &[PathBuf], host: &Host<'_>) -> Vec<PathBuf> {
+    if holes.iter().any(|h| h == root) {
+        return Vec::new();
+    }
+    if !holes.iter().any(|h| h.starts_with(root)) {
+        return vec![root.to_path_buf()];
+    }
+    if (host.stat)(root) != HostEntry::Dir {
+        return vec![root.to_path_buf()];
+    }
+    let mut children = (host.list)(root);
+    children.sort();
+    children
+        .iter()
+        .flat_map(|child| grant_except(child, holes, host))
+        .collect()
+}
+
+/// The command's whole environment: fixed values, the policy's `set`, and the allowed host
+/// variables. Nothing else of the host reaches the sandbox.
+fn environment(
+    policy: &Policy,
+    host_env: &[(String, String)],
+    workspace: &Path,
+) -> Vec<(String, String)> {
+    let e = &policy.environment;
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for name in &e.pass {
+        if let Some((_, value)) = host_env.iter().find(|(k, _)| k == name) {
+            env.insert(name.clone(), value.clone());
+        }
+    }
+    for (k, v) in &e.set {
+        env.insert(k.clone(), v.clone());
+    }
+    env.insert("PATH".into(), e.path.clone());
+    env.insert("HOME".into(), e.home.display().to_string());
+    env.insert("TZ".into(), e.tz.clone());
+    env.insert("LANG".into(), e.lang.clone());
+    env.insert("HOSTNAME".into(), e.hostname.clone());
+    env.insert("USER".into(), "root".into());
+    env.insert("LOGNAME".into(), "root".into());
+    env.insert("SHELL".into(), "/bin/sh".into());
+    if !workspace.as_os_str().is_empty() {
+        env.insert("PWD".into(), workspace.display().to_string());
+    }
+    env.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn fake_stat(path: &Path) -> HostEntry {
+        match path.to_str().unwrap() {
+            "/usr" | "/etc" | "/etc/ssh" | "/lib64real" => HostEntry::Dir,
+            "/bin" => HostEntry::Symlink(PathBuf::from("usr/bin")),
+            "/lib" => HostEntry::Symlink(PathBuf::from("usr/lib")),
+            "/etc/shadow" | "/etc/passwd" | "/etc/hosts" => HostEntry::File,
+            _ => HostEntry::Missing,
+        }
+    }
+
+    fn fake_list(path: &Path) -> Vec<PathBuf> {
+        match path.to_str().unwrap() {
+            "/etc" => ["/etc/shadow", "/etc/passwd", "/etc/ssh", "/etc/hosts"]
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn host(cgroup: CgroupSupport) -> Host<'static> {
+        Host {
+            uid: 1000,
+            gid: 1000,
+            landlock_abi: 7,
+            cgroup,
+            stat: &fake_stat,
+            list: &fake_list,
+        }
+    }
+
+    fn request(argv: &[&str]) -> Request {
+        Request {
+            workspace: PathBuf::from("/templates/a"),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            timeout_secs: None,
+            host_env: vec![
+                ("SECRET_TOKEN".into(), "x".into()),
+                ("TERM".into(), "xterm".into()),
+            ],
+            without_namespaces: false,
+        }
+    }
+
+    #[test]
+    fn default_policy_binds_system_paths_read_only_and_recreates_symlinks() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        assert!(plan.mounts.contains(&MountStep::BindReadOnly {
+            path: "/usr".into(),
+            dir: true
+        }));
+        assert!(plan.mounts.contains(&MountStep::Symlink {
+            path: "/bin".into(),
+            target: "usr/bin".into()
+        }));
+        // /lib64 is missing on this fake host: nothing is mounted for it.
+        assert!(!plan.mounts.iter().any(|m| matches!(m,
+            MountStep::BindReadOnly { path, .. } if path == Path::new("/lib64"))));
+    }
+
+    #[test]
+    fn hidden_paths_are_masked_by_kind() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        assert!(plan.mounts.contains(&MountStep::Mask {
+            path: "/etc/shadow".into(),
+            dir: false
+        }));
+        assert!(plan.mounts.contains(&MountStep::Mask {
+            path: "/etc/ssh".into(),
+            dir: true
+        }));
+    }
+
+    #[test]
+    fn mount_order_puts_proc_last_and_aliases_after_the_workspace() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let pos = |f: &dyn Fn(&MountStep) -> bool| plan.mounts.iter().position(f).unwrap();
+        let ws = pos(&|m| matches!(m, MountStep::Workspace { .. }));
+        let alias = pos(&|m| matches!(m, MountStep::WorkspaceAlias { .. }));
+        let home =
+            pos(&|m| matches!(m, MountStep::Tmpfs { path, .. } if path == Path::new("/root")));
+        assert!(home < alias && ws < alias);
+        assert_eq!(plan.mounts.last(), Some(&MountStep::Proc));
+    }
+
+    #[test]
+    fn landlock_grants_write_only_to_workspace_tmp_home_and_shm() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let mut rw = plan.landlock.read_write.clone();
+        rw.sort();
+        let expected: Vec<PathBuf> = [
+            "/dev/shm",
+            "/root",
+            "/root/.openclaw/workspace",
+            "/tmp",
+            "/workspace",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(rw, expected);
+        assert!(plan.landlock.tcp_bind.is_empty() && plan.landlock.tcp_connect.is_empty());
+        assert!(plan.landlock.scope);
+    }
+
+    #[test]
+    fn verifier_policy_makes_the_workspace_read_only_everywhere() {
+        let policy = Policy::bundled("verifier").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        assert!(plan.mounts.contains(&MountStep::Workspace {
+            path: "/workspace".into(),
+            writable: false
+        }));
+        assert!(
+            !plan
+                .landlock
+                .read_write
+                .contains(&PathBuf::from("/workspace"))
+        );
+        assert!(
+            plan.landlock
+                .read_exec
+                .contains(&PathBuf::from("/workspace"))
+        );
+    }
+
+    #[test]
+    fn environment_is_fixed_and_host_variables_do_not_leak() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let env: BTreeMap<_, _> = plan.env.iter().cloned().collect();
+        assert_eq!(env["TZ"], "UTC");
+        assert_eq!(env["HOME"], "/root");
+        assert_eq!(env["PWD"], "/workspace");
+        assert!(!env.contains_key("SECRET_TOKEN"));
+        assert!(!env.contains_key("TERM"));
+    }
+
+    #[test]
+    fn address_space_limit_is_used_only_without_a_memory_cgroup() {
+        let policy = Policy::bundled("default").unwrap();
+        let without =
+            Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let with = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::V1)).unwrap();
+        let has_as = |p: &Plan| {
+            p.rlimits
+                .iter()
+                .any(|r| r.resource == RlimitKind::AddressSpace)
+        };
+        assert!(has_as(&without));
+        assert!(!has_as(&with));
+        assert_eq!(with.cgroup.unwrap().pids, policy.limits.processes);
+    }
+
+    #[test]
+    fn a_policy_that_requires_namespaces_refuses_to_run_without_them() {
+        let policy = Policy::bundled("default").unwrap();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let err = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap_err();
+        assert!(matches!(
+            err,
+            PlanError::RequiredUnavailable {
+                protection: Protection::UserNamespace,
+                ..
+            }
+        ));
+        let portable = Policy::bundled("portable").unwrap();
+        let plan = Plan::build(&portable, &req, &host(CgroupSupport::None)).unwrap();
+        assert!(!plan.namespaced && plan.mounts.is_empty());
+        assert!(
+            plan.seccomp.deny_inet,
+            "no netns and no network: IP sockets denied"
+        );
+    }
+
+    #[test]
+    fn without_namespaces_landlock_grants_etc_child_by_child_around_holes() {
+        let policy = Policy::bundled("portable").unwrap();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let plan = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap();
+        let ro = &plan.landlock.read_exec;
+        assert!(ro.contains(&PathBuf::from("/etc/passwd")));
+        assert!(ro.contains(&PathBuf::from("/etc/hosts")));
+        assert!(!ro.iter().any(|p| p == Path::new("/etc")));
+        assert!(
+            !ro.iter()
+                .any(|p| p.starts_with("/etc/shadow") || p.starts_with("/etc/ssh"))
+        );
+        assert!(ro.contains(&PathBuf::from("/usr")));
+    }
+
+    #[test]
+    fn empty_command_and_zero_timeout_are_refused() {
+        let policy = Policy::bundled("default").unwrap();
+        assert!(matches!(
+            Plan::build(&policy, &request(&[]), &host(CgroupSupport::None)),
+            Err(PlanError::EmptyCommand)
+        ));
+        let mut req = request(&["true"]);
+        req.timeout_secs = Some(0);
+        assert!(matches!(
+            Plan::build(&policy, &req, &host(CgroupSupport::None)),
+            Err(PlanError::ZeroTimeout)
+        ));
+    }
+
+    #[test]
+    fn timeout_overrides_the_policy_wall_time() {
+        let policy = Policy::bundled("default").unwrap();
+        let mut req = request(&["true"]);
+        req.timeout_secs = Some(3);
+        let plan = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap();
+        assert_eq!(plan.wall_time_secs, 3);
+    }
+}

@@ -1,0 +1,275 @@
+//! The seccomp filters of the command process, built from a [`SeccompPlan`].
+//!
+//! Two filters are installed, the guard first:
+//! 1. the *guard* (hand-written BPF, seccompiler cannot express it): kills any process that
+//!    enters with another architecture (i386 via `int 0x80`), refuses every x32 system call
+//!    (numbers with bit 30 set: they would otherwise bypass a filter keyed by x86-64 numbers),
+//!    and makes `clone3` fail with ENOSYS, so that libc falls back to `clone`, whose flags the
+//!    second filter can inspect (`clone3` passes them in memory, out of a filter's reach);
+//! 2. the *deny list* (seccompiler): EPERM for the calls that let a process leave or attack
+//!    the sandbox or the kernel, and for the dangerous arguments of `clone`, `socket` and `ioctl`.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use super::plan::SeccompPlan;
+
+/// Why a filter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("cannot build the seccomp deny list")]
+    Build(#[from] seccompiler::BackendError),
+    #[error("cannot install the seccomp filter")]
+    Install(#[from] seccompiler::Error),
+}
+
+/// System calls denied outright, by name (for documentation and tests) and number.
+pub const DENIED: &[(&str, i64)] = &[
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("open_tree", libc::SYS_open_tree),
+    ("move_mount", libc::SYS_move_mount),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fsmount", libc::SYS_fsmount),
+    ("fspick", libc::SYS_fspick),
+    ("mount_setattr", libc::SYS_mount_setattr),
+    ("unshare", libc::SYS_unshare),
+    ("setns", libc::SYS_setns),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("bpf", libc::SYS_bpf),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    ("reboot", libc::SYS_reboot),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("syslog", libc::SYS_syslog),
+    ("acct", libc::SYS_acct),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("clock_adjtime", libc::SYS_clock_adjtime),
+    ("adjtimex", libc::SYS_adjtimex),
+    ("iopl", libc::SYS_iopl),
+    ("ioperm", libc::SYS_ioperm),
+    ("quotactl", libc::SYS_quotactl),
+    ("lookup_dcookie", libc::SYS_lookup_dcookie),
+    ("vhangup", libc::SYS_vhangup),
+    ("personality", libc::SYS_personality),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("kcmp", libc::SYS_kcmp),
+    ("setdomainname", libc::SYS_setdomainname),
+    ("sethostname", libc::SYS_sethostname),
+];
+
+/// `clone` flags that create namespaces (or share a parent's files in a way that escapes).
+pub const CLONE_NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x0000_0080, // CLONE_NEWTIME
+];
+
+/// Socket families never needed inside: VM sockets, raw packets, kernel crypto, key management.
+const DENIED_FAMILIES: &[i32] = &[
+    libc::AF_VSOCK,
+    libc::AF_PACKET,
+    libc::AF_KEY,
+    libc::AF_ALG,
+    libc::AF_BLUETOOTH,
+];
+
+/// ioctls that inject input into a terminal.
+const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+fn eq(arg: u8, len: SeccompCmpArgLen, value: u64) -> Result<SeccompCondition, SeccompError> {
+    Ok(SeccompCondition::new(arg, len, SeccompCmpOp::Eq, value)?)
+}
+
+/// The deny list for this plan.
+pub fn deny_list(plan: &SeccompPlan) -> Result<BpfProgram, SeccompError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (_, nr) in DENIED {
+        rules.insert(*nr, Vec::new()); // an empty rule list matches unconditionally
+    }
+    let clone_rules = CLONE_NAMESPACE_FLAGS
+        .iter()
+        .map(|flag| {
+            Ok(SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(*flag),
+                *flag,
+            )?])?)
+        })
+        .collect::<Result<Vec<_>, SeccompError>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+
+    let mut families: Vec<i32> = DENIED_FAMILIES.to_vec();
+    if plan.deny_netlink {
+        families.push(libc::AF_NETLINK);
+    }
+    if plan.deny_inet {
+        families.extend([libc::AF_INET, libc::AF_INET6]);
+    }
+    let socket_rules = families
+        .iter()
+        .map(|f| {
+            Ok(SeccompRule::new(vec![eq(
+                0,
+                SeccompCmpArgLen::Dword,
+                *f as u64,
+            )?])?)
+        })
+        .collect::<Result<Vec<_>, SeccompError>>()?;
+    rules.insert(libc::SYS_socket, socket_rules);
+
+    let ioctl_rules = DENIED_IOCTLS
+        .iter()
+        .map(|cmd| {
+            Ok(SeccompRule::new(vec![eq(
+                1,
+                SeccompCmpArgLen::Dword,
+                *cmd,
+            )?])?)
+        })
+        .collect::<Result<Vec<_>, SeccompError>>()?;
+    rules.insert(libc::SYS_ioctl, ioctl_rules);
+
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )?;
+    Ok(filter.try_into()?)
+}
+
+/// The architecture / x32 / clone3 guard (see the module documentation).
+pub fn guard() -> BpfProgram {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const OFF_NR: u32 = 0; // struct seccomp_data: nr
+    const OFF_ARCH: u32 = 4; // struct seccomp_data: arch
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+    vec![
+        ins(LD_W_ABS, 0, 0, OFF_ARCH),
+        ins(JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
+        ins(LD_W_ABS, 0, 0, OFF_NR),
+        ins(JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, errno(libc::EPERM)),
+        ins(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
+        ins(RET_K, 0, 0, errno(libc::ENOSYS)),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// Install both filters on the calling thread (no_new_privs must already be set).
+/// Scope: the command process, right before `execve`.
+pub fn apply_to_current_thread(plan: &SeccompPlan) -> Result<(), SeccompError> {
+    let deny = deny_list(plan)?;
+    seccompiler::apply_filter(&guard())?;
+    seccompiler::apply_filter(&deny)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn deny_list_compiles_for_every_plan() {
+        for deny_netlink in [false, true] {
+            for deny_inet in [false, true] {
+                let prog = deny_list(&SeccompPlan {
+                    deny_netlink,
+                    deny_inet,
+                })
+                .unwrap();
+                assert!(prog.len() > DENIED.len());
+            }
+        }
+    }
+
+    #[test]
+    fn deny_list_covers_what_the_design_requires() {
+        let names: Vec<&str> = DENIED.iter().map(|(n, _)| *n).collect();
+        for required in [
+            "ptrace",
+            "process_vm_readv",
+            "process_vm_writev",
+            "io_uring_setup",
+            "mount",
+            "umount2",
+            "pivot_root",
+            "unshare",
+            "setns",
+            "keyctl",
+            "bpf",
+            "perf_event_open",
+            "init_module",
+            "finit_module",
+            "kexec_load",
+            "open_by_handle_at",
+        ] {
+            assert!(names.contains(&required), "{required} missing");
+        }
+    }
+
+    #[test]
+    fn netlink_is_denied_only_when_the_plan_says_so() {
+        let with = deny_list(&SeccompPlan {
+            deny_netlink: true,
+            deny_inet: false,
+        })
+        .unwrap();
+        let without = deny_list(&SeccompPlan::default()).unwrap();
+        assert!(with.len() > without.len());
+    }
+
+    #[test]
+    fn guard_checks_the_architecture_first_and_ends_in_allow() {
+        let g = guard();
+        assert_eq!(g[0].k, 4);
+        assert_eq!(g[1].k, AUDIT_ARCH_X86_64);
+        assert_eq!(g[2].k, libc::SECCOMP_RET_KILL_PROCESS);
+        assert_eq!(g.last().unwrap().k, libc::SECCOMP_RET_ALLOW);
+        // Every jump stays inside the program.
+        for (i, ins) in g.iter().enumerate() {
+            assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < g.len() || ins.code == 0x06);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! One-syscall wrappers for what `nix`, `landlock`, `caps` and `seccompiler` do not cover.
+//!
+//! This is the only module of the crate with `unsafe`. Each function makes one system call (or
+//! one tight group of them) and returns `io::Result`; each `unsafe` block says why it is sound.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Result of [`clone_process`]: which side of the clone we are on.
+pub enum Cloned {
+    Parent(libc::pid_t),
+    Child,
+}
+
+/// `clone(2)` without a new stack (fork semantics) into the namespaces named by `flags`.
+///
+/// Must be called from a single-threaded process: the child starts with a copy of this thread
+/// only, and other threads' locks (the allocator's among them) would stay held forever.
+pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
+    let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: a raw clone with a NULL stack behaves as fork(2): the child gets a copy-on-write
+    // copy of the address space and continues on its own copy of the stack. No pointer arguments
+    // are passed (parent_tid, child_tid and tls are NULL/0).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match ret {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Cloned::Child),
+        pid => Ok(Cloned::Parent(pid as libc::pid_t)),
+    }
+}
+
+/// `pidfd_open(2)`: a file descriptor that becomes readable when the process exits.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh file descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// `_exit(2)`: leave a forked child without running the parent's atexit handlers or flushing
+/// buffers that belong to the parent.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// The Landlock ABI version the kernel offers (0 when Landlock is absent or disabled).
+pub fn landlock_abi_version() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attribute, size 0 and the VERSION flag the call only returns an integer.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 { 0 } else { ret as i32 }
+}
+
+/// Bring the loopback interface of the current network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket(2) with constant arguments; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCGIFFLAGS reads into the ifreq we own, which outlives the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the flags member of the union is the one SIOCGIFFLAGS filled.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads the ifreq we own.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Close every file descriptor from `first` upwards except those in `keep`.
+pub fn close_fds_except(first: RawFd, keep: &[RawFd]) -> io::Result<()> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|fd| *fd >= first).collect();
+    keep.sort_unstable();
+    let mut low = first;
+    for fd in keep.into_iter().chain(std::iter::once(RawFd::MAX)) {
+        if fd > low {
+            let high = if fd == RawFd::MAX {
+                u32::MAX
+            } else {
+                (fd - 1) as u32
+            };
+            // SAFETY: close_range only closes descriptors; the caller owns every descriptor in the
+            // range (this runs in a freshly cloned child that is about to use only `keep`).
+            let ret = unsafe { libc::syscall(libc::SYS_close_range, low as u32, high, 0u32) };
+            if ret < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        low = fd.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// `prctl(PR_SET_SECUREBITS)`: make uid 0 an ordinary user for capability purposes, for good.
+pub fn lock_securebits_noroot() -> io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_KEEP_CAPS_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `lgetxattr(2)` into a small buffer; `Ok(None)` when the attribute is absent.
+pub fn lgetxattr(path: &CStr, name: &CStr) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; 256];
+    // SAFETY: both strings are NUL-terminated; buf is valid for buf.len() bytes.
+    let ret = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            buf.len(),
+        )
+    };
+    if ret < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    buf.truncate(ret as usize);
+    Ok(Some(buf))
+}
+
+/// Take ownership of a descriptor that `recvmsg` just delivered through SCM_RIGHTS.
+/// Call it only with such descriptors: the kernel installed them in this process for the
+/// receiver alone, so nothing else owns or will close them.
+pub fn adopt_received_fd(raw: RawFd) -> OwnedFd {
+    // SAFETY: per the contract above, `raw` is a fresh descriptor owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(raw) }
+}
