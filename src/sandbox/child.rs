@@ -6,7 +6,7 @@
 //!
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
-//! | 1 | init | wait for `Go` | the parent writes the uid/gid maps and joins the cgroup first; before that we are nobody and unlimited |
+//! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | layer tmpfs (size = workspace limit) | upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
 //! | 4 | init | bind the template read-only at `lower` | the overlay's lower layer can never be written, whatever overlayfs does |
@@ -137,6 +137,13 @@ fn init_steps(
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
     wait_for_go(channel)?;
+    if plan.invoker_is_root {
+        nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
+    }
+    let zero_gid = nix::unistd::Gid::from_raw(0);
+    let zero_uid = nix::unistd::Uid::from_raw(0);
+    nix::unistd::setresgid(zero_gid, zero_gid, zero_gid).step("become gid 0 of the namespace")?;
+    nix::unistd::setresuid(zero_uid, zero_uid, zero_uid).step("become uid 0 of the namespace")?;
 
     // 2. Nothing below propagates to the host.
     mount(

@@ -147,6 +147,12 @@ pub struct Enforced {
     pub process_tree_kill: &'static str,
     /// The invoking user: `root` or `unprivileged`.
     pub invoker: &'static str,
+    /// The host uid that uid 0 inside stands for (the template's owner when run by root).
+    pub sandbox_uid_maps_to: u32,
+    /// Whether the template's owner is the sandbox's user. When not (an unprivileged invoker
+    /// and someone else's template), the template's files are read-only inside unless their
+    /// mode lets anyone write them.
+    pub template_owner_mapped: bool,
 }
 
 /// The result of one run.
@@ -202,7 +208,11 @@ pub fn execute(
         });
     }
     let host = probe::HostFacts::read();
-    let plan = Plan::build(policy, request, &host.as_plan_host())?;
+    let owner = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.uid(), meta.gid())
+    };
+    let plan = Plan::build(policy, request, &host.as_plan_host(owner))?;
     match run(&plan, options) {
         Err(SandboxError::NamespacesUnavailable(e))
             if !policy
@@ -216,7 +226,7 @@ pub fn execute(
                 without_namespaces: true,
                 ..request.clone()
             };
-            let plan = Plan::build(policy, &fallback, &host.as_plan_host())?;
+            let plan = Plan::build(policy, &fallback, &host.as_plan_host(owner))?;
             run(&plan, options)
         }
         Err(SandboxError::NamespacesUnavailable(e)) => {
@@ -258,6 +268,17 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
     };
     for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
         fs::create_dir(&dir).map_err(os("create the state directory"))?;
+    }
+    if plan.namespaced && plan.uid != nix::unistd::geteuid().as_raw() {
+        // Root maps the sandbox to the template's owner, who must reach the mountpoints.
+        let owner = (
+            Some(nix::unistd::Uid::from_raw(plan.uid)),
+            Some(nix::unistd::Gid::from_raw(plan.gid)),
+        );
+        for dir in [dirs.base.clone(), dirs.layer(), dirs.lower(), dirs.root()] {
+            nix::unistd::chown(&dir, owner.0, owner.1)
+                .map_err(nix_os("hand the state directory to the template's owner"))?;
+        }
     }
 
     // Without namespaces the command works on a copy at a host path.
@@ -347,7 +368,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
     let collected = (|| {
         let pidfd = sys::pidfd_open(pid.as_raw()).map_err(os("open a pidfd"))?;
         if plan.namespaced {
-            write_id_maps(pid, plan.uid, plan.gid)?;
+            write_id_maps(pid, plan.uid, plan.gid, plan.invoker_is_root)?;
         }
         if let Some(cg) = &cgroup {
             cg.join(pid.as_raw())?;
@@ -388,11 +409,14 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
     )
 }
 
-/// Map uid/gid 0 inside to the invoking user outside.
-fn write_id_maps(pid: Pid, uid: u32, gid: u32) -> Result<(), SandboxError> {
+/// Map uid/gid 0 inside to `uid`/`gid` outside. An unprivileged invoker must deny setgroups
+/// to write a gid map; root keeps it so the sandbox can drop its supplementary groups.
+fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw()));
     fs::write(proc_dir.join("uid_map"), format!("0 {uid} 1\n")).map_err(os("write uid_map"))?;
-    fs::write(proc_dir.join("setgroups"), "deny").map_err(os("write setgroups"))?;
+    if !root {
+        fs::write(proc_dir.join("setgroups"), "deny").map_err(os("write setgroups"))?;
+    }
     fs::write(proc_dir.join("gid_map"), format!("0 {gid} 1\n")).map_err(os("write gid_map"))?;
     Ok(())
 }
@@ -691,7 +715,7 @@ fn enforced(
         fully: false,
     });
     let ran = landlock.is_some();
-    let root = plan.uid == 0;
+    let root = plan.invoker_is_root;
     let mut protections = BTreeMap::new();
     for p in Protection::ALL {
         let on = match p {
@@ -733,5 +757,7 @@ fn enforced(
         },
         process_tree_kill: if ns { "pid_namespace" } else { "process_group" },
         invoker: if root { "root" } else { "unprivileged" },
+        sandbox_uid_maps_to: plan.uid,
+        template_owner_mapped: plan.template_owner == (plan.uid, plan.gid) || !ns,
     }
 }

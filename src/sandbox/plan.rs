@@ -35,8 +35,11 @@ pub enum CgroupSupport {
 
 /// What the planner needs to know about the host; `stat` and `list` are injected for tests.
 pub struct Host<'a> {
+    /// Who runs envcraft.
     pub uid: u32,
     pub gid: u32,
+    /// Who owns the template directory.
+    pub template_owner: (u32, u32),
     pub landlock_abi: i32,
     pub cgroup: CgroupSupport,
     pub stat: &'a dyn Fn(&Path) -> HostEntry,
@@ -144,8 +147,14 @@ pub struct Plan {
     pub policy_name: String,
     pub namespaced: bool,
     pub network_namespace: bool,
+    /// The host user that uid/gid 0 inside maps to: the template's owner when envcraft runs
+    /// as root (so the agent may change the template's files in its own view), else the
+    /// invoking user (the only one an unprivileged process may map).
     pub uid: u32,
     pub gid: u32,
+    /// Whether envcraft runs as root.
+    pub invoker_is_root: bool,
+    pub template_owner: (u32, u32),
     pub lower: PathBuf,
     pub workspace: PathBuf,
     pub workspace_writable: bool,
@@ -282,8 +291,18 @@ impl Plan {
             policy_name: policy.name.clone(),
             namespaced,
             network_namespace,
-            uid: host.uid,
-            gid: host.gid,
+            uid: if host.uid == 0 {
+                host.template_owner.0
+            } else {
+                host.uid
+            },
+            gid: if host.uid == 0 {
+                host.template_owner.1
+            } else {
+                host.gid
+            },
+            invoker_is_root: host.uid == 0,
+            template_owner: host.template_owner,
             lower: request.workspace.clone(),
             workspace: workspace.clone(),
             workspace_writable: fs.workspace_writable,
@@ -495,6 +514,7 @@ mod tests {
         Host {
             uid: 1000,
             gid: 1000,
+            template_owner: (1000, 1000),
             landlock_abi: 7,
             cgroup,
             stat: &fake_stat,
@@ -681,6 +701,20 @@ mod tests {
             Plan::build(&policy, &req, &host(CgroupSupport::None)),
             Err(PlanError::ZeroTimeout)
         ));
+    }
+
+    #[test]
+    fn root_maps_the_template_owner_and_others_map_themselves() {
+        let policy = Policy::bundled("default").unwrap();
+        let mut h = host(CgroupSupport::None);
+        h.template_owner = (1234, 99);
+        let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
+        assert_eq!((plan.uid, plan.gid), (1000, 1000));
+        h.uid = 0;
+        h.gid = 0;
+        let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
+        assert_eq!((plan.uid, plan.gid), (1234, 99));
+        assert!(plan.invoker_is_root);
     }
 
     #[test]

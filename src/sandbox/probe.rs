@@ -30,10 +30,12 @@ impl HostFacts {
         }
     }
 
-    pub fn as_plan_host(&self) -> Host<'static> {
+    /// The plan's view of the host for a template owned by `template_owner`.
+    pub fn as_plan_host(&self, template_owner: (u32, u32)) -> Host<'static> {
         Host {
             uid: self.uid,
             gid: self.gid,
+            template_owner,
             landlock_abi: self.landlock_abi,
             cgroup: self.cgroup,
             stat: &stat_host,

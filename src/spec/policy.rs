@@ -32,9 +32,11 @@ pub enum PolicyError {
         #[source]
         source: std::io::Error,
     },
-    #[error("policy {source_name}, line {line}, column {column}: {message}")]
+    #[error("policy {source_name}, line {line}, column {column}{}: {message}", key_part(.key))]
     Syntax {
         source_name: String,
+        /// The key on the offending line, when there is one.
+        key: Option<String>,
         line: usize,
         column: usize,
         message: String,
@@ -268,15 +270,36 @@ impl Policy {
                 .span()
                 .map(|span| line_col(text, span.start))
                 .unwrap_or((0, 0));
+            let key = text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim().to_string())
+                .filter(|k| !k.is_empty() && !k.starts_with('['));
             PolicyError::Syntax {
                 source_name: source_name.to_string(),
+                key,
                 line,
                 column,
-                message: e.message().trim().to_string(),
+                message: readable_type_names(e.message().trim()),
             }
         })?;
         Validator { source_name, text }.policy(name, raw)
     }
+}
+
+fn key_part(key: &Option<String>) -> String {
+    key.as_ref()
+        .map(|k| format!(", key `{k}`"))
+        .unwrap_or_default()
+}
+
+/// serde names Rust types (`expected i64`); say what a policy author writes instead.
+fn readable_type_names(message: &str) -> String {
+    message
+        .replace("expected i64", "expected an integer")
+        .replace("expected u64", "expected an integer")
+        .replace("expected a boolean", "expected `true` or `false`")
 }
 
 /// 1-based line and column of a byte offset.

@@ -1,0 +1,32 @@
+# envcraft: the two commands a newcomer needs are `make run` and `make test`.
+CARGO ?= cargo
+ENVCRAFT := target/release/envcraft
+
+.PHONY: all build run test lint bench clean
+
+all: build
+
+build:
+	$(CARGO) build --release
+
+# The main job on this machine: check what it can enforce, then run a command in a sandbox
+# over a bundled workspace (the task suite takes over this target when it lands).
+run: build
+	$(ENVCRAFT) doctor
+	$(ENVCRAFT) exec --workspace workspaces/hello --json -- sh -c 'cat README.md && echo done > result.txt'
+
+# Every test: unit tests, the exec behaviour tests and the escape suite (through
+# ../shared/tools/contained). ENVCRAFT_TEST_REQUIRE=all turns skips into failures.
+test:
+	$(CARGO) build --all-targets
+	$(CARGO) test --all-targets -- --test-threads=4
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+bench: build
+	bash bench/run.sh $(ENVCRAFT)
+
+clean:
+	$(CARGO) clean
