@@ -20,8 +20,10 @@ use super::landlock::LandlockOutcome;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "report", rename_all = "snake_case")]
 pub enum Report {
-    /// The parent may go on (sent by the parent: uid map written, cgroup joined).
+    /// Sent by the parent: the uid/gid maps are written; the init may build the root.
     Go,
+    /// Sent by the parent: the run's cgroup holds the init; the command may be started.
+    LimitsReady,
     /// A setup step failed; nothing was executed.
     SetupFailed {
         step: String,

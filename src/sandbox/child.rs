@@ -8,14 +8,14 @@
 //! |---|-----|------|----------|
 //! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
-//! | 3 | init | layer tmpfs (size = workspace limit) | upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
+//! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
 //! | 4 | init | bind the template read-only at `lower` | the overlay's lower layer can never be written, whatever overlayfs does |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
-//! | 10 | init | fork the command; close every other fd; become non-dumpable | init holds nothing the command could borrow through /proc/1 |
+//! | 10 | init | wait for `LimitsReady`, fork the command; close every other fd; become non-dumpable | the parent joins the cgroup while steps 2–9 run, but nothing the agent controls starts before the limits hold; init holds nothing the command could borrow through /proc/1 |
 //! | 11 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
 //! | 12 | command | rlimits | must precede dropping capabilities (raising needs CAP_SYS_RESOURCE) |
 //! | 13 | command | Landlock (sets no_new_privs) | paths are final now; after it nothing can widen access |
@@ -41,7 +41,7 @@ use nix::unistd::{Pid, chdir, pivot_root};
 use super::channel::{Channel, Report};
 use super::landlock;
 use super::plan::{DEVICES, LandlockPlan, MountStep, Plan, RlimitKind};
-use super::seccomp;
+use super::seccomp::Filters;
 use crate::spec::policy::Protection;
 use crate::sys::{self, Cloned};
 
@@ -77,7 +77,8 @@ fn fail(step: &str, detail: String) -> StepError {
     }
 }
 
-/// The host-side directories of one run (created by the parent, empty, mode 0700).
+/// The state directory of one run: on the host an empty directory (mode 0700) made by the
+/// parent; inside the sandbox's mount namespace a scratch tmpfs with the mountpoints below.
 pub struct StateDirs {
     pub base: PathBuf,
 }
@@ -103,8 +104,14 @@ pub struct Stdio<'a> {
 }
 
 /// Entry point of the cloned init (namespaced mode). Never returns.
-pub fn init_main(plan: &Plan, dirs: &StateDirs, channel: &Channel, stdio: Stdio<'_>) -> ! {
-    match init_steps(plan, dirs, channel, stdio) {
+pub fn init_main(
+    plan: &Plan,
+    filters: &Filters,
+    dirs: &StateDirs,
+    channel: &Channel,
+    stdio: Stdio<'_>,
+) -> ! {
+    match init_steps(plan, filters, dirs, channel, stdio) {
         Ok(code) => sys::exit_now(code),
         Err(e) => {
             let _ = channel.send(
@@ -120,15 +127,17 @@ pub fn init_main(plan: &Plan, dirs: &StateDirs, channel: &Channel, stdio: Stdio<
     }
 }
 
-pub fn wait_for_go(channel: &Channel) -> Result<(), StepError> {
+/// Block until the parent sends `expected`.
+pub fn wait_for(channel: &Channel, expected: &Report) -> Result<(), StepError> {
     match channel.recv().step("wait for the parent")? {
-        Some((Report::Go, _)) => Ok(()),
+        Some((report, _)) if &report == expected => Ok(()),
         _ => Err(fail("wait for the parent", "parent went away".into())),
     }
 }
 
 fn init_steps(
     plan: &Plan,
+    filters: &Filters,
     dirs: &StateDirs,
     channel: &Channel,
     stdio: Stdio<'_>,
@@ -136,7 +145,7 @@ fn init_steps(
     // 1. The parent maps our uid and joins our cgroup, then says go.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    wait_for_go(channel)?;
+    wait_for(channel, &Report::Go)?;
     if plan.invoker_is_root {
         nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
     }
@@ -155,7 +164,20 @@ fn init_steps(
     )
     .step("make / private")?;
 
-    // 3. The layer tmpfs holds the overlay's upper and work directories (or the copy).
+    // 3. A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the
+    // host sees one directory made and removed per run; the layer tmpfs in it holds the
+    // overlay's upper and work directories (or the copy).
+    mount(
+        Some("envcraft-scratch"),
+        &dirs.base,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=1m,mode=0700"),
+    )
+    .step("mount the scratch tmpfs")?;
+    for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
+        fs::create_dir(&dir).step("create the mountpoints")?;
+    }
     let layer = dirs.layer();
     let layer_opts = format!("size={},mode=0700", plan.workspace_bytes);
     mount(
@@ -169,7 +191,7 @@ fn init_steps(
     for d in ["upper", "work"] {
         fs::create_dir(layer.join(d)).step("create the upper layer")?;
     }
-    fs::write(layer.join("empty"), b"").step("create the mask file")?;
+    fs::write(dirs.base.join("empty"), b"").step("create the mask file")?;
 
     // 4. The template, read-only, as the lower layer.
     bind(&plan.lower, &dirs.lower(), true).step("bind the template read-only")?;
@@ -189,7 +211,7 @@ fn init_steps(
         if let MountStep::Workspace { path, writable } = step {
             overlay = mount_workspace(plan, dirs, &below(&root, path), *writable)?;
         } else {
-            apply_mount(step, &root, &layer, &plan.workspace)?;
+            apply_mount(step, &root, &dirs.base, &plan.workspace)?;
         }
     }
 
@@ -237,9 +259,11 @@ fn init_steps(
         ));
     }
 
-    // 10. The command runs as our child; we wait for it.
+    // 10. The command runs as our child, once the parent has put us in the run's cgroup (it
+    // does so while we build the root: a cgroup migration can take milliseconds).
+    wait_for(channel, &Report::LimitsReady)?;
     let command = match sys::clone_process(0).step("fork the command")? {
-        Cloned::Child => command_main(plan, channel, stdio, &plan.workspace, &[]),
+        Cloned::Child => command_main(plan, filters, channel, stdio, &plan.workspace, &[]),
         Cloned::Parent(pid) => Pid::from_raw(pid),
     };
     sys::close_fds_except(0, &[channel.raw_fd()]).step("close inherited descriptors")?;
@@ -342,7 +366,7 @@ fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()
 fn apply_mount(
     step: &MountStep,
     root: &Path,
-    layer: &Path,
+    scratch: &Path,
     workspace: &Path,
 ) -> Result<(), StepError> {
     match step {
@@ -369,7 +393,8 @@ fn apply_mount(
                 )
                 .step(&format!("mask {}", path.display()))
             } else {
-                bind(&layer.join("empty"), &target, true).step(&format!("mask {}", path.display()))
+                bind(&scratch.join("empty"), &target, true)
+                    .step(&format!("mask {}", path.display()))
             }
         }
         MountStep::Tmpfs { path, bytes, mode } => {
@@ -487,12 +512,13 @@ fn mount_workspace(
 /// Entry point of the command process (both modes). Never returns.
 pub fn command_main(
     plan: &Plan,
+    filters: &Filters,
     channel: &Channel,
     stdio: Stdio<'_>,
     workspace: &Path,
     extra_write: &[PathBuf],
 ) -> ! {
-    let code = match command_steps(plan, channel, stdio, workspace, extra_write) {
+    let code = match command_steps(plan, filters, channel, stdio, workspace, extra_write) {
         Ok(never) => match never {},
         Err((e, code)) => {
             // 126/127 were reported as ExecFailed already; anything else is a setup failure.
@@ -516,6 +542,7 @@ enum Never {}
 
 fn command_steps(
     plan: &Plan,
+    filters: &Filters,
     channel: &Channel,
     stdio: Stdio<'_>,
     workspace: &Path,
@@ -619,7 +646,8 @@ fn command_steps(
     drop_capabilities().map_err(setup)?;
 
     // 15. seccomp.
-    seccomp::apply_to_current_thread(&plan.seccomp)
+    filters
+        .apply_to_current_thread()
         .map_err(|e| (fail("seccomp", format!("{e:#}")), 125))?;
 
     // 16. Exec.

@@ -78,6 +78,8 @@ pub enum SandboxError {
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    #[error(transparent)]
     Workspace(#[from] WorkspaceError),
 }
 
@@ -109,7 +111,10 @@ pub struct RunOptions {
     pub inherit_stdin: bool,
     /// Copy the changed files out here after the run.
     pub keep_changes: Option<PathBuf>,
-    /// Where per-run state directories are made (default: the system temp dir).
+    /// Where per-run state directories are made: `ENVCRAFT_STATE_DIR`, else the user's
+    /// runtime directory (`XDG_RUNTIME_DIR`), else `/dev/shm`, else the system temp dir. A
+    /// memory-backed place keeps a run's one mkdir/rmdir cheap (ext4 with online discard makes
+    /// an rmdir wait for the disk), and without namespaces it holds the workspace copy.
     pub state_root: PathBuf,
 }
 
@@ -119,11 +124,28 @@ impl Default for RunOptions {
             output: OutputMode::Capture,
             inherit_stdin: false,
             keep_changes: None,
-            state_root: std::env::var_os("ENVCRAFT_STATE_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(std::env::temp_dir),
+            state_root: default_state_root(),
         }
     }
+}
+
+fn default_state_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ENVCRAFT_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let writable_dir = |p: &Path| {
+        p.is_dir()
+            && nix::unistd::access(
+                p,
+                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            )
+            .is_ok()
+    };
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| writable_dir(p))
+        .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|p| writable_dir(p)))
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 /// What was actually applied to a run: each protection, and how.
@@ -301,6 +323,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         extra_write = vec![tmp, home];
     }
 
+    let filters = seccomp::Filters::compile(&plan.seccomp)?;
     let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
     let (out_r, out_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
     let (err_r, err_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
@@ -344,12 +367,14 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
                 stderr: err_w.as_fd(),
             };
             if plan.namespaced {
-                child::init_main(&plan, &dirs, &child_end, stdio)
+                child::init_main(&plan, &filters, &dirs, &child_end, stdio)
             }
-            if child::wait_for_go(&child_end).is_err() {
+            if child::wait_for(&child_end, &Report::Go).is_err()
+                || child::wait_for(&child_end, &Report::LimitsReady).is_err()
+            {
                 sys::exit_now(125)
             }
-            child::command_main(&plan, &child_end, stdio, &copy, &extra_write)
+            child::command_main(&plan, &filters, &child_end, stdio, &copy, &extra_write)
         }
         Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
         Err(e)
@@ -370,11 +395,14 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         if plan.namespaced {
             write_id_maps(pid, plan.uid, plan.gid, plan.invoker_is_root)?;
         }
+        parent_end
+            .send(&Report::Go, None)
+            .map_err(os("start the sandbox"))?;
         if let Some(cg) = &cgroup {
             cg.join(pid.as_raw())?;
         }
         parent_end
-            .send(&Report::Go, None)
+            .send(&Report::LimitsReady, None)
             .map_err(os("start the sandbox"))?;
         supervise(
             &plan,

@@ -196,13 +196,27 @@ pub fn guard() -> BpfProgram {
     ]
 }
 
-/// Install both filters on the calling thread (no_new_privs must already be set).
-/// Scope: the command process, right before `execve`.
-pub fn apply_to_current_thread(plan: &SeccompPlan) -> Result<(), SeccompError> {
-    let deny = deny_list(plan)?;
-    seccompiler::apply_filter(&guard())?;
-    seccompiler::apply_filter(&deny)?;
-    Ok(())
+/// Both filters, compiled (in envcraft, before the clone: the child only installs them).
+pub struct Filters {
+    guard: BpfProgram,
+    deny: BpfProgram,
+}
+
+impl Filters {
+    pub fn compile(plan: &SeccompPlan) -> Result<Filters, SeccompError> {
+        Ok(Filters {
+            guard: guard(),
+            deny: deny_list(plan)?,
+        })
+    }
+
+    /// Install both filters on the calling thread (no_new_privs must already be set).
+    /// Scope: the command process, right before `execve`.
+    pub fn apply_to_current_thread(&self) -> Result<(), SeccompError> {
+        seccompiler::apply_filter(&self.guard)?;
+        seccompiler::apply_filter(&self.deny)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
