@@ -523,3 +523,46 @@ fn a_required_protection_the_kernel_cannot_give_refuses_the_run() {
     assert!(r.stdout.contains("rc=125"), "{}", r.describe());
     assert!(r.stderr.contains("cgroup_limits"), "{}", r.describe());
 }
+
+#[test]
+fn doctor_says_what_this_machine_enforces_and_which_policies_run() {
+    if !sandbox_ready() {
+        return;
+    }
+    let (code, out, err) = envcraft_plain(&["doctor", "--json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    for key in [
+        "kernel",
+        "landlock_abi",
+        "user_namespaces",
+        "overlay_in_user_namespace",
+        "seccomp",
+        "cgroup_limits",
+        "policies",
+    ] {
+        assert!(report.get(key).is_some(), "missing {key}: {report}");
+    }
+    let names: Vec<&str> = report["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "strict", "verifier", "portable"]);
+    let default_runs = report["policies"][0]["can_run"].as_bool().unwrap();
+    assert_eq!(code, if default_runs { 0 } else { 1 });
+    if report["user_namespaces"] != true || report["landlock_abi"].as_i64().unwrap_or(0) < 1 {
+        common::skip(
+            "this machine lacks user namespaces or Landlock: doctor's verdict cannot be checked against a run",
+        );
+        return;
+    }
+    assert!(default_runs, "{report}");
+    let (code, text, _) = envcraft_plain(&["doctor"]);
+    assert_eq!(code, 0);
+    assert!(
+        text.contains("landlock") && text.contains("default"),
+        "{text}"
+    );
+}
