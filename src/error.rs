@@ -32,3 +32,18 @@ pub enum Error {
     #[error("cannot write the output")]
     Output(#[source] std::io::Error),
 }
+
+/// An error and its causes as one line: `a: b: c` (a cause already quoted is not repeated).
+pub fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    message
+}

@@ -149,13 +149,21 @@ pub fn lock_securebits_noroot() -> io::Result<()> {
     Ok(())
 }
 
-/// `lgetxattr(2)` into a small buffer; `Ok(None)` when the attribute is absent.
-pub fn lgetxattr(path: &CStr, name: &CStr) -> io::Result<Option<Vec<u8>>> {
+/// Take ownership of a descriptor that `recvmsg` just delivered through SCM_RIGHTS.
+/// Call it only with such descriptors: the kernel installed them in this process for the
+/// receiver alone, so nothing else owns or will close them.
+pub fn adopt_received_fd(raw: RawFd) -> OwnedFd {
+    // SAFETY: per the contract above, `raw` is a fresh descriptor owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(raw) }
+}
+
+/// `fgetxattr(2)` into a small buffer; `Ok(None)` when the attribute is absent.
+pub fn fgetxattr(fd: RawFd, name: &CStr) -> io::Result<Option<Vec<u8>>> {
     let mut buf = vec![0u8; 256];
-    // SAFETY: both strings are NUL-terminated; buf is valid for buf.len() bytes.
+    // SAFETY: name is NUL-terminated; buf is valid for buf.len() bytes; fd is borrowed.
     let ret = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
+        libc::fgetxattr(
+            fd,
             name.as_ptr(),
             buf.as_mut_ptr().cast::<libc::c_void>(),
             buf.len(),
@@ -170,12 +178,4 @@ pub fn lgetxattr(path: &CStr, name: &CStr) -> io::Result<Option<Vec<u8>>> {
     }
     buf.truncate(ret as usize);
     Ok(Some(buf))
-}
-
-/// Take ownership of a descriptor that `recvmsg` just delivered through SCM_RIGHTS.
-/// Call it only with such descriptors: the kernel installed them in this process for the
-/// receiver alone, so nothing else owns or will close them.
-pub fn adopt_received_fd(raw: RawFd) -> OwnedFd {
-    // SAFETY: per the contract above, `raw` is a fresh descriptor owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(raw) }
 }

@@ -40,16 +40,6 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
 
 /// Print an error with its whole chain, as `envcraft: a: b: c`.
 pub fn report(err: &Error) -> i32 {
-    let mut message = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = s.source();
-    }
-    eprintln!("envcraft: {message}");
+    eprintln!("envcraft: {}", crate::error::chain(err));
     exit::ENVCRAFT
 }

@@ -15,6 +15,7 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use super::landlock::LandlockOutcome;
+use super::plan::WorkspaceKind;
 
 /// What the sandbox's processes tell envcraft.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,8 +31,8 @@ pub enum Report {
         errno: i32,
         detail: String,
     },
-    /// The workspace is mounted; `overlay` false means it is a copy. Carries the layer fd.
-    WorkspaceReady { overlay: bool },
+    /// The workspace is mounted, as `kind`. Carries the layer fd.
+    WorkspaceReady { kind: WorkspaceKind },
     /// The cgroup namespace could (or could not) be entered.
     CgroupNamespace { entered: bool },
     /// The command process is about to `execve`, restricted as listed.

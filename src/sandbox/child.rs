@@ -40,7 +40,7 @@ use nix::unistd::{Pid, chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
-use super::plan::{DEVICES, LandlockPlan, MountStep, Plan, RlimitKind};
+use super::plan::{DEVICES, LandlockPlan, MountStep, Plan, RlimitKind, WorkspaceKind};
 use super::seccomp::Filters;
 use crate::spec::policy::Protection;
 use crate::sys::{self, Cloned};
@@ -206,10 +206,10 @@ fn init_steps(
         Some("size=1m,mode=0755"),
     )
     .step("mount the root tmpfs")?;
-    let mut overlay = true;
+    let mut kind = WorkspaceKind::Overlay;
     for step in &plan.mounts {
         if let MountStep::Workspace { path, writable } = step {
-            overlay = mount_workspace(plan, dirs, &below(&root, path), *writable)?;
+            kind = mount_workspace(plan, dirs, &below(&root, path), *writable)?;
         } else {
             apply_mount(step, &root, &dirs.base, &plan.workspace)?;
         }
@@ -218,10 +218,7 @@ fn init_steps(
     // 6. Hand the layer to the parent.
     let layer_fd = fs::File::open(&layer).step("open the layer")?;
     channel
-        .send(
-            &Report::WorkspaceReady { overlay },
-            Some(layer_fd.as_raw_fd()),
-        )
+        .send(&Report::WorkspaceReady { kind }, Some(layer_fd.as_raw_fd()))
         .step("send the layer")?;
     drop(layer_fd);
 
@@ -465,45 +462,38 @@ fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
     tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
 }
 
-/// Mount the workspace: an overlay over the read-only template, or a copy where overlayfs is
-/// refused and the policy allows it. Returns whether it is an overlay.
+/// Mount the workspace: the template bound read-only when the policy wants no writes; else an
+/// overlay over it, or a copy where overlayfs is refused and the policy allows it.
 fn mount_workspace(
     plan: &Plan,
     dirs: &StateDirs,
     target: &Path,
     writable: bool,
-) -> Result<bool, StepError> {
+) -> Result<WorkspaceKind, StepError> {
     fs::create_dir_all(target).step("create the workspace mountpoint")?;
+    if !writable {
+        bind(&dirs.lower(), target, true).step("bind the workspace read-only")?;
+        return Ok(WorkspaceKind::ReadOnly);
+    }
     // Relative option paths: the state directory's own path may hold `,` or `:`.
     chdir(&dirs.base).step("enter the state directory")?;
-    let (opts, flags) = if writable {
-        (
-            "lowerdir=lower,upperdir=layer/upper,workdir=layer/work,userxattr",
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        )
-    } else {
-        (
-            "lowerdir=lower,userxattr",
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RDONLY,
-        )
-    };
     let result = mount(
         Some("envcraft-workspace"),
         target,
         Some("overlay"),
-        flags,
-        Some(opts),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("lowerdir=lower,upperdir=layer/upper,workdir=layer/work,userxattr"),
     );
     chdir("/").step("leave the state directory")?;
     match result {
-        Ok(()) => Ok(true),
+        Ok(()) => Ok(WorkspaceKind::Overlay),
         Err(e) if !plan.required.contains(&Protection::OverlayWorkspace) => {
             tracing::debug!(error = %e, "overlayfs refused; copying the workspace");
             let copy = dirs.layer().join("copy");
             crate::workspace::copy_tree(&dirs.lower(), &copy)
-                .map_err(|e| fail("copy the workspace", format!("{e:#}")))?;
-            bind(&copy, target, !writable).step("bind the workspace copy")?;
-            Ok(false)
+                .map_err(|e| fail("copy the workspace", crate::error::chain(&e)))?;
+            bind(&copy, target, false).step("bind the workspace copy")?;
+            Ok(WorkspaceKind::Copy)
         }
         Err(e) => Err(e).step("mount the overlay workspace"),
     }
@@ -617,7 +607,7 @@ fn command_steps(
     }
     let abi = sys::landlock_abi_version();
     let outcome = landlock::restrict_current_thread(&landlock_plan, abi)
-        .map_err(|e| (fail("landlock", format!("{e:#}")), 125))?;
+        .map_err(|e| (fail("landlock", crate::error::chain(&e)), 125))?;
     for (protection, ok) in [
         (Protection::LandlockFilesystem, outcome.filesystem),
         (Protection::LandlockNetwork, outcome.network),
@@ -648,7 +638,7 @@ fn command_steps(
     // 15. seccomp.
     filters
         .apply_to_current_thread()
-        .map_err(|e| (fail("seccomp", format!("{e:#}")), 125))?;
+        .map_err(|e| (fail("seccomp", crate::error::chain(&e)), 125))?;
 
     // 16. Exec.
     let Some(program) = program else {

@@ -37,7 +37,7 @@ use self::cgroup::{CgroupError, RunCgroup};
 use self::channel::{Channel, Report};
 use self::child::{StateDirs, Stdio};
 use self::landlock::LandlockOutcome;
-use self::plan::{CgroupSupport, Plan, PlanError, Request};
+use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
 use crate::spec::policy::{Policy, Protection};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes, WorkspaceError};
@@ -154,8 +154,8 @@ pub struct Enforced {
     pub policy: String,
     #[serde(flatten)]
     pub protections: BTreeMap<&'static str, bool>,
-    /// `overlay` or `copy`.
-    pub workspace: &'static str,
+    /// `overlay`, `copy` or `read_only`.
+    pub workspace: WorkspaceKind,
     pub landlock_abi: i32,
     /// Landlock enforced every right that was asked for.
     pub landlock_fully: bool,
@@ -610,7 +610,11 @@ fn finish(
     let mut exit_code = None;
     let mut signal = None;
     let mut stderr = c.stderr;
-    let mut overlay = plan.namespaced;
+    let mut kind = if plan.namespaced {
+        WorkspaceKind::Overlay
+    } else {
+        WorkspaceKind::Copy
+    };
     let mut landlock: Option<LandlockOutcome> = None;
     let mut cgroup_ns = false;
     let mut command_ready = false;
@@ -628,7 +632,7 @@ fn finish(
                     detail: detail.clone(),
                 });
             }
-            Report::WorkspaceReady { overlay: o } => overlay = *o,
+            Report::WorkspaceReady { kind: k } => kind = *k,
             Report::CgroupNamespace { entered } => cgroup_ns = *entered,
             Report::CommandReady { landlock: l, .. } => {
                 landlock = Some(*l);
@@ -691,16 +695,16 @@ fn finish(
         .layer
         .as_ref()
         .map(|fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())));
-    let (changes, source) = match (&layer_path, plan.namespaced, overlay) {
-        (Some(layer), true, true) => {
+    let (changes, source) = match (&layer_path, kind) {
+        (Some(layer), WorkspaceKind::Overlay) => {
             let upper = layer.join("upper");
             (workspace::changes_from_upper(&upper, &plan.lower)?, upper)
         }
-        (Some(layer), true, false) => {
+        (Some(layer), WorkspaceKind::Copy) => {
             let copy = layer.join("copy");
             (workspace::changes_between(&plan.lower, &copy)?, copy)
         }
-        (None, false, _) => (
+        (None, WorkspaceKind::Copy) if !plan.namespaced => (
             workspace::changes_between(&plan.lower, copy)?,
             copy.to_path_buf(),
         ),
@@ -712,7 +716,7 @@ fn finish(
         workspace::keep_changes(&source, &changes, out)?;
     }
 
-    let enforced = enforced(plan, overlay, landlock, cgroup_ns, cgroup_active);
+    let enforced = enforced(plan, kind, landlock, cgroup_ns, cgroup_active);
     Ok(Outcome {
         exit_code,
         signal,
@@ -729,7 +733,7 @@ fn finish(
 
 fn enforced(
     plan: &Plan,
-    overlay: bool,
+    kind: WorkspaceKind,
     landlock: Option<LandlockOutcome>,
     cgroup_ns: bool,
     cgroup_active: bool,
@@ -754,7 +758,7 @@ fn enforced(
             | Protection::UtsNamespace => ns,
             Protection::NetworkNamespace => plan.network_namespace,
             Protection::CgroupNamespace => ns && cgroup_ns,
-            Protection::OverlayWorkspace => ns && overlay,
+            Protection::OverlayWorkspace => ns && kind != WorkspaceKind::Copy,
             Protection::WorkspaceSizeLimit => ns,
             Protection::LandlockFilesystem => ll.filesystem,
             Protection::LandlockNetwork => ll.network,
@@ -770,7 +774,7 @@ fn enforced(
     Enforced {
         policy: plan.policy_name.clone(),
         protections,
-        workspace: if overlay && ns { "overlay" } else { "copy" },
+        workspace: kind,
         landlock_abi: ll.abi,
         landlock_fully: ll.fully,
         cgroup: plan

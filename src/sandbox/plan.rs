@@ -10,6 +10,18 @@ use std::path::{Path, PathBuf};
 
 use crate::spec::policy::{NetworkMode, Policy, Protection};
 
+/// How the workspace was provided to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceKind {
+    /// An overlay over the read-only template; the upper layer is the diff.
+    Overlay,
+    /// A private copy of the template (overlayfs refused, or no namespaces).
+    Copy,
+    /// The template itself, bound read-only (policies with `workspace_writable = false`).
+    ReadOnly,
+}
+
 /// What is at a host path (from `lstat`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostEntry {

@@ -1,22 +1,24 @@
-//! Copy-on-write workspaces: what changed, read from the overlay's upper layer, and the copy
-//! used where overlayfs is refused.
+//! Copy-on-write workspaces: what changed, read from the overlay's upper layer, the copy used
+//! where overlayfs is refused, and keeping changes for inspection.
 //!
 //! The upper layer *is* the diff (DESIGN.md, principle 3): a regular file, directory or symlink
-//! there was added or modified; a character device 0/0 is a whiteout (the lower path was
-//! deleted); a directory with the `user.overlay.opaque` xattr replaced the lower directory of the
-//! same name (everything below it in the lower layer that is not in the upper one was deleted).
-//! Only the lower paths named by the upper layer are looked at, never the whole template.
+//! there was added or modified; a character device 0/0 is a whiteout (the template's path was
+//! deleted); a directory with the `user.overlay.opaque` xattr replaced the template's directory
+//! of the same name (what is below it in the template but not in the upper layer was deleted).
+//! Only the template paths the upper layer names are looked at, never the whole template.
+//!
+//! - [`diff`]: the change list (fd-relative, iterative, bounded depth);
+//! - [`copy`]: copies of trees and of changed files (sparse-aware, never setuid).
 
-use std::ffi::CString;
-use std::fs;
+pub mod copy;
+pub mod diff;
+
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::sys;
+pub use copy::{copy_tree, keep_changes};
 
 /// Paths (relative to the workspace root, `/`-separated, sorted) that a run changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -24,15 +26,25 @@ pub struct Changes {
     pub added: Vec<String>,
     pub modified: Vec<String>,
     pub deleted: Vec<String>,
+    /// Added directories deeper than [`diff::MAX_DEPTH`] levels, whose content is not listed.
+    pub incomplete: Vec<String>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+        self.added.is_empty()
+            && self.modified.is_empty()
+            && self.deleted.is_empty()
+            && self.incomplete.is_empty()
     }
 
     fn sort(&mut self) {
-        for list in [&mut self.added, &mut self.modified, &mut self.deleted] {
+        for list in [
+            &mut self.added,
+            &mut self.modified,
+            &mut self.deleted,
+            &mut self.incomplete,
+        ] {
             list.sort();
             list.dedup();
         }
@@ -59,296 +71,22 @@ pub enum WorkspaceError {
     KeepTargetNotEmpty(PathBuf),
 }
 
-fn read_err(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
-    move |source| WorkspaceError::Read {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn rel_string(rel: &Path) -> String {
-    rel.to_string_lossy().into_owned()
-}
-
-fn is_whiteout(meta: &fs::Metadata) -> bool {
-    meta.file_type().is_char_device() && meta.rdev() == 0
-}
-
-fn is_opaque(path: &Path) -> bool {
-    let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    ["user.overlay.opaque", "trusted.overlay.opaque"]
-        .iter()
-        .any(|name| {
-            let Ok(cname) = CString::new(*name) else {
-                return false;
-            };
-            matches!(sys::lgetxattr(&cpath, &cname), Ok(Some(v)) if v == b"y")
-        })
-}
-
-/// Whether two non-directory entries differ in type, mode, link target or content.
-fn differs(a: &Path, a_meta: &fs::Metadata, b: &Path, b_meta: &fs::Metadata) -> io::Result<bool> {
-    let (ta, tb) = (a_meta.file_type(), b_meta.file_type());
-    if ta.is_symlink() || tb.is_symlink() {
-        return Ok(!(ta.is_symlink() && tb.is_symlink() && fs::read_link(a)? == fs::read_link(b)?));
-    }
-    if ta.is_file() != tb.is_file()
-        || a_meta.permissions().mode() & 0o7777 != b_meta.permissions().mode() & 0o7777
-        || a_meta.len() != b_meta.len()
-    {
-        return Ok(true);
-    }
-    if !ta.is_file() {
-        return Ok(false);
-    }
-    same_content(a, b).map(|same| !same)
-}
-
-fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
-    use std::io::Read;
-    let (mut fa, mut fb) = (fs::File::open(a)?, fs::File::open(b)?);
-    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    loop {
-        let n = fa.read(&mut ba)?;
-        if n == 0 {
-            return Ok(fb.read(&mut bb[..1])? == 0);
-        }
-        fb.read_exact(&mut bb[..n])?;
-        if ba[..n] != bb[..n] {
-            return Ok(false);
-        }
-    }
-}
-
-/// Every path below `dir` (relative to `base`), for listing a deleted directory's content.
-fn all_below(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), WorkspaceError> {
-    for entry in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
-        let entry = entry.map_err(|e| WorkspaceError::Read {
-            path: dir.to_path_buf(),
-            source: e.into(),
-        })?;
-        if let Ok(rel) = entry.path().strip_prefix(base) {
-            out.push(rel_string(rel));
-        }
-    }
-    Ok(())
-}
-
-/// The changes recorded in an overlay upper layer over `lower`.
+/// The changes recorded in an overlay upper layer over the template `lower`.
 pub fn changes_from_upper(upper: &Path, lower: &Path) -> Result<Changes, WorkspaceError> {
-    let mut changes = Changes::default();
-    let mut walker = walkdir::WalkDir::new(upper)
-        .min_depth(1)
-        .sort_by_file_name()
-        .into_iter();
-    while let Some(entry) = walker.next() {
-        let entry = entry.map_err(|e| WorkspaceError::Read {
-            path: upper.to_path_buf(),
-            source: e.into(),
-        })?;
-        let Ok(rel) = entry.path().strip_prefix(upper) else {
-            continue;
-        };
-        let meta = entry
-            .path()
-            .symlink_metadata()
-            .map_err(read_err(entry.path()))?;
-        let lower_path = lower.join(rel);
-        let lower_meta = lower_path.symlink_metadata().ok();
-        if is_whiteout(&meta) {
-            if let Some(lm) = &lower_meta {
-                changes.deleted.push(rel_string(rel));
-                if lm.is_dir() {
-                    all_below(lower, &lower_path, &mut changes.deleted)?;
-                }
-            }
-            continue;
-        }
-        match (&lower_meta, meta.is_dir()) {
-            (None, _) => changes.added.push(rel_string(rel)),
-            (Some(lm), true) if lm.is_dir() => {
-                if is_opaque(entry.path()) {
-                    // The lower directory was replaced: whatever is not in the upper is gone.
-                    let mut below = Vec::new();
-                    all_below(lower, &lower_path, &mut below)?;
-                    for path in below {
-                        if upper.join(&path).symlink_metadata().is_err() {
-                            changes.deleted.push(path);
-                        }
-                    }
-                }
-            }
-            (Some(lm), true) => {
-                // A file replaced by a directory.
-                let _ = lm;
-                changes.modified.push(rel_string(rel));
-            }
-            (Some(lm), false) => {
-                if lm.is_dir() {
-                    changes.modified.push(rel_string(rel));
-                    all_below(lower, &lower_path, &mut changes.deleted)?;
-                } else if differs(entry.path(), &meta, &lower_path, lm)
-                    .map_err(read_err(entry.path()))?
-                {
-                    changes.modified.push(rel_string(rel));
-                }
-            }
-        }
-        if meta.is_dir() && lower_meta.as_ref().is_some_and(|m| !m.is_dir()) {
-            // Everything under a directory that replaced a file is new.
-            let mut below = Vec::new();
-            all_below(upper, entry.path(), &mut below)?;
-            changes.added.extend(below);
-            walker.skip_current_dir();
-        }
-    }
-    changes.sort();
-    Ok(changes)
+    diff::changes(upper, lower, diff::Layer::Upper)
 }
 
-/// The changes between a template and a full copy of it (the fallback without overlayfs).
+/// The changes between the template `lower` and a full copy of it.
 pub fn changes_between(lower: &Path, copy: &Path) -> Result<Changes, WorkspaceError> {
-    let mut changes = Changes::default();
-    for entry in walkdir::WalkDir::new(copy).min_depth(1).sort_by_file_name() {
-        let entry = entry.map_err(|e| WorkspaceError::Read {
-            path: copy.to_path_buf(),
-            source: e.into(),
-        })?;
-        let Ok(rel) = entry.path().strip_prefix(copy) else {
-            continue;
-        };
-        let meta = entry
-            .path()
-            .symlink_metadata()
-            .map_err(read_err(entry.path()))?;
-        let lower_path = lower.join(rel);
-        match lower_path.symlink_metadata() {
-            Err(_) => changes.added.push(rel_string(rel)),
-            Ok(lm) if lm.is_dir() && meta.is_dir() => {}
-            Ok(lm) if lm.is_dir() != meta.is_dir() => changes.modified.push(rel_string(rel)),
-            Ok(lm) => {
-                if differs(entry.path(), &meta, &lower_path, &lm).map_err(read_err(entry.path()))? {
-                    changes.modified.push(rel_string(rel));
-                }
-            }
-        }
-    }
-    for entry in walkdir::WalkDir::new(lower)
-        .min_depth(1)
-        .sort_by_file_name()
-    {
-        let entry = entry.map_err(|e| WorkspaceError::Read {
-            path: lower.to_path_buf(),
-            source: e.into(),
-        })?;
-        if let Ok(rel) = entry.path().strip_prefix(lower)
-            && copy.join(rel).symlink_metadata().is_err()
-        {
-            changes.deleted.push(rel_string(rel));
-        }
-    }
-    changes.sort();
-    Ok(changes)
-}
-
-/// Copy a tree preserving file types, modes and symlinks (not owners: the copy belongs to the
-/// caller). File data goes through `std::fs::copy`, which uses `copy_file_range` and so shares
-/// extents (a reflink) where the filesystem can.
-pub fn copy_tree(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
-    let copy_err = |f: &Path, t: &Path| {
-        let (f, t) = (f.to_path_buf(), t.to_path_buf());
-        move |source| WorkspaceError::Copy {
-            from: f,
-            to: t,
-            source,
-        }
-    };
-    fs::create_dir_all(to).map_err(copy_err(from, to))?;
-    let mut dirs = Vec::new();
-    for entry in walkdir::WalkDir::new(from).min_depth(1).sort_by_file_name() {
-        let entry = entry.map_err(|e| WorkspaceError::Read {
-            path: from.to_path_buf(),
-            source: e.into(),
-        })?;
-        let Ok(rel) = entry.path().strip_prefix(from) else {
-            continue;
-        };
-        let target = to.join(rel);
-        let meta = entry
-            .path()
-            .symlink_metadata()
-            .map_err(read_err(entry.path()))?;
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            fs::create_dir(&target).map_err(copy_err(entry.path(), &target))?;
-            dirs.push((target, meta.permissions()));
-        } else if ft.is_symlink() {
-            let link = fs::read_link(entry.path()).map_err(read_err(entry.path()))?;
-            std::os::unix::fs::symlink(link, &target).map_err(copy_err(entry.path(), &target))?;
-        } else if ft.is_file() {
-            fs::copy(entry.path(), &target).map_err(copy_err(entry.path(), &target))?;
-        }
-        // Devices, sockets and fifos are not part of a workspace and are not copied.
-    }
-    // Directory modes last, so a read-only directory can still be filled.
-    for (dir, perms) in dirs.into_iter().rev() {
-        fs::set_permissions(&dir, perms).map_err(copy_err(from, &dir))?;
-    }
-    Ok(())
-}
-
-/// Copy the changed paths of a workspace (from its upper layer or copy) to `out`, with a
-/// `changes.json` listing added, modified and deleted paths (deletions have no file to copy).
-pub fn keep_changes(source: &Path, changes: &Changes, out: &Path) -> Result<(), WorkspaceError> {
-    if out.exists() && fs::read_dir(out).map_err(read_err(out))?.next().is_some() {
-        return Err(WorkspaceError::KeepTargetNotEmpty(out.to_path_buf()));
-    }
-    let files = out.join("files");
-    fs::create_dir_all(&files).map_err(read_err(out))?;
-    for rel in changes.added.iter().chain(&changes.modified) {
-        let from = source.join(rel);
-        let to = files.join(rel);
-        let Ok(meta) = from.symlink_metadata() else {
-            continue;
-        };
-        if let Some(parent) = to.parent() {
-            fs::create_dir_all(parent).map_err(copy_err_simple(&from, &to))?;
-        }
-        if meta.is_dir() {
-            fs::create_dir_all(&to).map_err(copy_err_simple(&from, &to))?;
-        } else if meta.file_type().is_symlink() {
-            let link = fs::read_link(&from).map_err(read_err(&from))?;
-            std::os::unix::fs::symlink(link, &to).map_err(copy_err_simple(&from, &to))?;
-        } else if meta.is_file() {
-            fs::copy(&from, &to).map_err(copy_err_simple(&from, &to))?;
-        }
-    }
-    let json = serde_json::to_vec_pretty(changes).map_err(|e| WorkspaceError::Copy {
-        from: source.to_path_buf(),
-        to: out.join("changes.json"),
-        source: io::Error::other(e),
-    })?;
-    fs::write(out.join("changes.json"), json).map_err(copy_err_simple(source, out))?;
-    Ok(())
-}
-
-fn copy_err_simple<'a>(
-    from: &'a Path,
-    to: &'a Path,
-) -> impl FnOnce(io::Error) -> WorkspaceError + 'a {
-    move |source| WorkspaceError::Copy {
-        from: from.to_path_buf(),
-        to: to.to_path_buf(),
-        source,
-    }
+    diff::changes(copy, lower, diff::Layer::Copy)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -404,5 +142,95 @@ mod tests {
         write(&dir.path().join("out/x"), "x");
         let err = keep_changes(dir.path(), &Changes::default(), &dir.path().join("out"));
         assert!(matches!(err, Err(WorkspaceError::KeepTargetNotEmpty(_))));
+    }
+
+    /// Build `depth` nested directories below `root` by walking down with descriptors, as an
+    /// agent can: the full path grows past PATH_MAX.
+    fn deep_tree(root: &Path, depth: usize) {
+        use nix::fcntl::{OFlag, openat};
+        use nix::sys::stat::Mode;
+        let name = "d".repeat(40);
+        let mut dir =
+            nix::fcntl::open(root, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
+        for _ in 0..depth {
+            nix::sys::stat::mkdirat(&dir, name.as_str(), Mode::S_IRWXU).unwrap();
+            dir = openat(
+                &dir,
+                name.as_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_tree_deeper_than_path_max_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
+        fs::create_dir_all(&lower).unwrap();
+        fs::create_dir_all(&upper).unwrap();
+        deep_tree(&upper, diff::MAX_DEPTH + 50);
+        let changes = changes_from_upper(&upper, &lower).unwrap();
+        assert_eq!(changes.added.len(), diff::MAX_DEPTH);
+        assert_eq!(changes.incomplete.len(), 1);
+        assert!(changes.incomplete[0].len() > 4096);
+        let out = dir.path().join("kept");
+        keep_changes(&upper, &changes, &out).unwrap();
+        let listed = fs::read_to_string(out.join("changes.json")).unwrap();
+        assert!(listed.contains("not_kept"));
+    }
+
+    #[test]
+    fn whiteouts_are_deletions_when_the_kernel_lets_us_make_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
+        write(&lower.join("gone.txt"), "x");
+        write(&lower.join("d/inner.txt"), "y");
+        fs::create_dir_all(&upper).unwrap();
+        let whiteout = |p: &Path| {
+            nix::sys::stat::mknod(
+                p,
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::empty(),
+                0,
+            )
+        };
+        if whiteout(&upper.join("gone.txt")).is_err() {
+            eprintln!(
+                "skipping: mknod of a whiteout needs CAP_MKNOD (the exec tests cover real overlays)"
+            );
+            return;
+        }
+        whiteout(&upper.join("d")).unwrap();
+        let changes = changes_from_upper(&upper, &lower).unwrap();
+        assert_eq!(changes.deleted, vec!["d", "d/inner.txt", "gone.txt"]);
+        assert!(changes.added.is_empty() && changes.modified.is_empty());
+    }
+
+    #[test]
+    fn kept_files_lose_setuid_bits_and_keep_their_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        write(&src.join("suid"), "#!/bin/sh\n");
+        fs::set_permissions(src.join("suid"), fs::Permissions::from_mode(0o6755)).unwrap();
+        let sparse = fs::File::create(src.join("sparse")).unwrap();
+        sparse.set_len(512 << 20).unwrap();
+        let changes = Changes {
+            added: vec!["sparse".into(), "suid".into()],
+            ..Changes::default()
+        };
+        let out = dir.path().join("out");
+        keep_changes(&src, &changes, &out).unwrap();
+        let suid = fs::metadata(out.join("files/suid")).unwrap();
+        assert_eq!(suid.permissions().mode() & 0o7777, 0o755);
+        let kept = fs::metadata(out.join("files/sparse")).unwrap();
+        assert_eq!(kept.len(), 512 << 20);
+        assert!(
+            kept.blocks() * 512 < 1 << 20,
+            "the hole was filled: {} blocks",
+            kept.blocks()
+        );
     }
 }
