@@ -476,23 +476,11 @@ fn supervise(
     let mut exited_at: Option<Instant> = None;
     let (mut out_open, mut err_open, mut ch_open) = (true, true, true);
     let mut buf = vec![0u8; 64 * 1024];
-    let kill_tree = |c: &mut Collected| {
-        if plan.namespaced {
-            let _ = kill(pid, Signal::SIGKILL); // init: the kernel kills the whole namespace
-        } else {
-            let _ = killpg(pid, Signal::SIGKILL);
-            let _ = kill(pid, Signal::SIGKILL);
-        }
-        if let Some(cg) = cgroup {
-            cg.kill_all();
-        }
-        let _ = c;
-    };
     loop {
         let now = Instant::now();
         if exited_at.is_none() && now >= deadline && !c.timed_out {
             c.timed_out = true;
-            kill_tree(&mut c);
+            kill_tree(plan, pid, cgroup);
         }
         if let Some(t) = exited_at
             && (now >= t + grace || !(out_open || err_open || ch_open))
@@ -507,7 +495,7 @@ fn supervise(
         let timeout_ms = wait_until
             .saturating_duration_since(now)
             .as_millis()
-            .clamp(1, 60_000) as u16 as i32;
+            .clamp(1, 60_000) as i32;
         let mut fds = Vec::with_capacity(4);
         fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
         let watch = [(out_open, out.as_fd()), (err_open, err.as_fd())];
@@ -588,15 +576,26 @@ fn supervise(
             c.direct_status = Some(waitpid(pid, None).map_err(nix_os("wait for the sandbox"))?);
             exited_at = Some(Instant::now());
             if !plan.namespaced {
-                // The command's own children may live on: end its process group now.
-                let _ = killpg(pid, Signal::SIGKILL);
-                if let Some(cg) = cgroup {
-                    cg.kill_all();
-                }
+                // Without a PID namespace the command's children may live on: end them now.
+                kill_tree(plan, pid, cgroup);
             }
         }
     }
     Ok(c)
+}
+
+/// Kill everything the run started: through the init (the kernel then kills the whole PID
+/// namespace), or without namespaces the command's process group and cgroup.
+fn kill_tree(plan: &Plan, pid: Pid, cgroup: Option<&RunCgroup>) {
+    if plan.namespaced {
+        let _ = kill(pid, Signal::SIGKILL);
+    } else {
+        let _ = killpg(pid, Signal::SIGKILL);
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    if let Some(cg) = cgroup {
+        cg.kill_all();
+    }
 }
 
 fn finish(
