@@ -117,13 +117,14 @@ impl RunCgroup {
         Ok(run)
     }
 
-    /// Move a process into the run's cgroup(s).
-    pub fn join(&self, pid: i32) -> Result<(), CgroupError> {
-        for dir in &self.dirs {
-            let procs = dir.join("cgroup.procs");
-            fs::write(&procs, pid.to_string()).map_err(err(&procs))?;
-        }
-        Ok(())
+    /// The files the sandbox's first process writes `0` to, to move itself in (see
+    /// [`join_self`]).
+    pub fn self_join_files(&self, support: CgroupSupport) -> Vec<PathBuf> {
+        let file = match support {
+            CgroupSupport::V1 => "tasks",
+            _ => "cgroup.procs",
+        };
+        self.dirs.iter().map(|d| d.join(file)).collect()
     }
 
     pub fn is_active(&self) -> bool {
@@ -147,6 +148,19 @@ impl RunCgroup {
             }
         }
     }
+}
+
+/// Move the calling (single-threaded) process into the cgroups whose files are given. Scope:
+/// the sandbox's first process, before anything else runs in it.
+///
+/// On cgroup v1 a thread that writes `0` to `tasks` moves itself without the global
+/// threadgroup lock; writing a pid to `cgroup.procs` from outside takes that lock for writing,
+/// which waits for an RCU grace period: milliseconds per run.
+pub fn join_self(files: &[PathBuf]) -> io::Result<()> {
+    for file in files {
+        fs::write(file, "0")?;
+    }
+    Ok(())
 }
 
 impl Drop for RunCgroup {

@@ -23,8 +23,6 @@ use super::plan::WorkspaceKind;
 pub enum Report {
     /// Sent by the parent: the uid/gid maps are written; the init may build the root.
     Go,
-    /// Sent by the parent: the run's cgroup holds the init; the command may be started.
-    LimitsReady,
     /// A setup step failed; nothing was executed.
     SetupFailed {
         step: String,

@@ -6,6 +6,7 @@
 //!
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
+//! | 0 | init | join the run's cgroup | first, so that everything this sandbox ever runs is counted; done by the process itself, which on cgroup v1 avoids a global lock that costs an RCU grace period |
 //! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
@@ -15,7 +16,7 @@
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
-//! | 10 | init | wait for `LimitsReady`, fork the command; close every other fd; become non-dumpable | the parent joins the cgroup while steps 2–9 run, but nothing the agent controls starts before the limits hold; init holds nothing the command could borrow through /proc/1 |
+//! | 10 | init | fork the command; close every other fd; become non-dumpable | init holds nothing the command could borrow through /proc/1 |
 //! | 11 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
 //! | 12 | command | rlimits | must precede dropping capabilities (raising needs CAP_SYS_RESOURCE) |
 //! | 13 | command | Landlock (sets no_new_privs) | paths are final now; after it nothing can widen access |
@@ -81,6 +82,8 @@ fn fail(step: &str, detail: String) -> StepError {
 /// parent; inside the sandbox's mount namespace a scratch tmpfs with the mountpoints below.
 pub struct StateDirs {
     pub base: PathBuf,
+    /// The run's cgroup files the sandbox joins itself through (empty without cgroups).
+    pub cgroup_files: Vec<PathBuf>,
 }
 
 impl StateDirs {
@@ -142,9 +145,11 @@ fn init_steps(
     channel: &Channel,
     stdio: Stdio<'_>,
 ) -> Result<i32, StepError> {
-    // 1. The parent maps our uid and joins our cgroup, then says go.
+    // 0. Into the run's cgroup, before anything else runs here.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
+    super::cgroup::join_self(&dirs.cgroup_files).step("join the run's cgroup")?;
+    // 1. The parent maps our uid, then says go.
     wait_for(channel, &Report::Go)?;
     if plan.invoker_is_root {
         nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
@@ -256,9 +261,7 @@ fn init_steps(
         ));
     }
 
-    // 10. The command runs as our child, once the parent has put us in the run's cgroup (it
-    // does so while we build the root: a cgroup migration can take milliseconds).
-    wait_for(channel, &Report::LimitsReady)?;
+    // 10. The command runs as our child.
     let command = match sys::clone_process(0).step("fork the command")? {
         Cloned::Child => command_main(plan, filters, channel, stdio, &plan.workspace, &[]),
         Cloned::Parent(pid) => Pid::from_raw(pid),

@@ -285,8 +285,9 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
             path: options.state_root.clone(),
             source,
         })?;
-    let dirs = StateDirs {
+    let mut dirs = StateDirs {
         base: state.path().to_path_buf(),
+        cgroup_files: Vec::new(),
     };
     for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
         fs::create_dir(&dir).map_err(os("create the state directory"))?;
@@ -345,6 +346,9 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         Some(limits) => Some(RunCgroup::create(&run_name, limits)?),
         None => None,
     };
+    if let (Some(cg), Some(limits)) = (&cgroup, &plan.cgroup) {
+        dirs.cgroup_files = cg.self_join_files(limits.support);
+    }
 
     let flags = if plan.namespaced {
         let mut f = libc::CLONE_NEWUSER
@@ -369,8 +373,8 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
             if plan.namespaced {
                 child::init_main(&plan, &filters, &dirs, &child_end, stdio)
             }
-            if child::wait_for(&child_end, &Report::Go).is_err()
-                || child::wait_for(&child_end, &Report::LimitsReady).is_err()
+            if cgroup::join_self(&dirs.cgroup_files).is_err()
+                || child::wait_for(&child_end, &Report::Go).is_err()
             {
                 sys::exit_now(125)
             }
@@ -397,12 +401,6 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         }
         parent_end
             .send(&Report::Go, None)
-            .map_err(os("start the sandbox"))?;
-        if let Some(cg) = &cgroup {
-            cg.join(pid.as_raw())?;
-        }
-        parent_end
-            .send(&Report::LimitsReady, None)
             .map_err(os("start the sandbox"))?;
         supervise(
             &plan,
