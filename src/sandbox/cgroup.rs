@@ -60,80 +60,103 @@ pub fn detect() -> CgroupSupport {
     CgroupSupport::None
 }
 
-/// The cgroup directories of one run.
+/// The cgroup directories of one run: named first (so the sandbox can be told where to join
+/// before they exist), made while the sandbox builds its root, removed on drop.
 pub struct RunCgroup {
+    limits: CgroupLimits,
+    /// (directory, whether it holds the pids or the memory controller or both).
     dirs: Vec<PathBuf>,
+    created: Vec<PathBuf>,
 }
 
 impl RunCgroup {
-    /// Create the run's cgroup(s) named `name` and write the limits.
-    pub fn create(name: &str, limits: &CgroupLimits) -> Result<RunCgroup, CgroupError> {
-        let mut run = RunCgroup { dirs: Vec::new() };
-        match limits.support {
-            CgroupSupport::None => {}
+    /// Name the run's cgroup(s) `name`; nothing is created yet.
+    pub fn new(name: &str, limits: &CgroupLimits) -> RunCgroup {
+        let dirs = match limits.support {
+            CgroupSupport::None => Vec::new(),
             CgroupSupport::V2 => {
-                let root = Path::new(v2_root().unwrap_or(V2_ROOTS[0]));
-                let parent = root.join("envcraft");
-                if !parent.exists() {
-                    fs::create_dir(&parent).map_err(err(&parent))?;
-                }
+                vec![
+                    Path::new(v2_root().unwrap_or(V2_ROOTS[0]))
+                        .join("envcraft")
+                        .join(name),
+                ]
+            }
+            CgroupSupport::V1 => [V1_PIDS, V1_MEMORY]
+                .iter()
+                .map(|root| Path::new(root).join("envcraft").join(name))
+                .collect(),
+        };
+        RunCgroup {
+            limits: *limits,
+            dirs,
+            created: Vec::new(),
+        }
+    }
+
+    /// Create the cgroup(s) and write the limits.
+    pub fn create(&mut self) -> Result<(), CgroupError> {
+        let limits = self.limits;
+        for dir in self.dirs.clone() {
+            let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+            if !parent.exists() {
+                fs::create_dir(&parent).map_err(err(&parent))?;
+            }
+            if limits.support == CgroupSupport::V2 {
                 let control = parent.join("cgroup.subtree_control");
                 fs::write(&control, "+pids +memory").map_err(err(&control))?;
-                let dir = parent.join(name);
-                fs::create_dir(&dir).map_err(err(&dir))?;
-                run.dirs.push(dir.clone());
-                write(&dir.join("pids.max"), limits.pids)?;
-                write(&dir.join("memory.max"), limits.memory_bytes)?;
-                let swap = dir.join("memory.swap.max");
-                if swap.exists() {
-                    write(&swap, 0)?;
-                }
             }
-            CgroupSupport::V1 => {
-                for (root, settings) in [
-                    (V1_PIDS, vec![("pids.max", limits.pids)]),
-                    (
-                        V1_MEMORY,
-                        vec![("memory.limit_in_bytes", limits.memory_bytes)],
-                    ),
-                ] {
-                    let parent = Path::new(root).join("envcraft");
-                    if !parent.exists() {
-                        fs::create_dir(&parent).map_err(err(&parent))?;
-                    }
-                    let dir = parent.join(name);
-                    fs::create_dir(&dir).map_err(err(&dir))?;
-                    run.dirs.push(dir.clone());
-                    for (file, value) in settings {
-                        write(&dir.join(file), value)?;
-                    }
-                    let memsw = dir.join("memory.memsw.limit_in_bytes");
-                    if memsw.exists() {
-                        write(&memsw, limits.memory_bytes)?;
-                    }
+            fs::create_dir(&dir).map_err(err(&dir))?;
+            self.created.push(dir.clone());
+            let settings: &[(&str, u64)] = match (limits.support, dir.starts_with(V1_MEMORY)) {
+                (CgroupSupport::V2, _) => &[
+                    ("pids.max", limits.pids),
+                    ("memory.max", limits.memory_bytes),
+                    ("memory.swap.max", 0),
+                ],
+                (_, true) => &[
+                    ("memory.limit_in_bytes", limits.memory_bytes),
+                    ("memory.memsw.limit_in_bytes", limits.memory_bytes),
+                ],
+                _ => &[("pids.max", limits.pids)],
+            };
+            for (file, value) in settings {
+                let path = dir.join(file);
+                // memory.swap.max and memory.memsw.* exist only with swap accounting.
+                if path.exists() || !file.contains("sw") {
+                    write(&path, *value)?;
                 }
             }
         }
-        Ok(run)
+        Ok(())
     }
 
-    /// The files the sandbox's first process writes `0` to, to move itself in (see
-    /// [`join_self`]).
-    pub fn self_join_files(&self, support: CgroupSupport) -> Vec<PathBuf> {
-        let file = match support {
+    /// The membership files the sandbox writes `0` to, to move itself in (see [`join_self`]),
+    /// opened for writing here: the sandbox cannot see /sys by the time it joins, and the
+    /// kernel checks the opener's credentials.
+    pub fn open_membership_files(&self) -> Result<Vec<fs::File>, CgroupError> {
+        let file = match self.limits.support {
             CgroupSupport::V1 => "tasks",
             _ => "cgroup.procs",
         };
-        self.dirs.iter().map(|d| d.join(file)).collect()
+        self.created
+            .iter()
+            .map(|d| {
+                let path = d.join(file);
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(err(&path))
+            })
+            .collect()
     }
 
     pub fn is_active(&self) -> bool {
-        !self.dirs.is_empty()
+        !self.created.is_empty()
     }
 
     /// Kill every process still in the cgroup.
     pub fn kill_all(&self) {
-        for dir in &self.dirs {
+        for dir in &self.created {
             let kill = dir.join("cgroup.kill");
             if kill.exists() && fs::write(&kill, "1").is_ok() {
                 continue;
@@ -150,15 +173,17 @@ impl RunCgroup {
     }
 }
 
-/// Move the calling (single-threaded) process into the cgroups whose files are given. Scope:
+/// Move the calling (single-threaded) process into the cgroups whose membership files are
+/// given (open for writing). Scope:
 /// the sandbox's first process, before anything else runs in it.
 ///
 /// On cgroup v1 a thread that writes `0` to `tasks` moves itself without the global
 /// threadgroup lock; writing a pid to `cgroup.procs` from outside takes that lock for writing,
 /// which waits for an RCU grace period: milliseconds per run.
-pub fn join_self(files: &[PathBuf]) -> io::Result<()> {
-    for file in files {
-        fs::write(file, "0")?;
+pub fn join_self(files: Vec<std::os::fd::OwnedFd>) -> io::Result<()> {
+    use std::io::Write;
+    for fd in files {
+        fs::File::from(fd).write_all(b"0")?;
     }
     Ok(())
 }
@@ -167,7 +192,7 @@ impl Drop for RunCgroup {
     fn drop(&mut self) {
         // A cgroup can be removed only once it is empty; its processes die asynchronously, so
         // retry a bounded number of times.
-        for dir in &self.dirs {
+        for dir in &self.created {
             for attempt in 0..200 {
                 if fs::remove_dir(dir).is_ok() || !dir.exists() {
                     break;

@@ -23,13 +23,17 @@ use super::plan::WorkspaceKind;
 pub enum Report {
     /// Sent by the parent: the uid/gid maps are written; the init may build the root.
     Go,
+    /// Sent by the parent with the run's cgroup membership files (`tasks` / `cgroup.procs`,
+    /// opened by the parent; none without cgroups): the sandbox writes `0` to each to move
+    /// itself in, and may then start the command.
+    LimitsReady,
     /// A setup step failed; nothing was executed.
     SetupFailed {
         step: String,
         errno: i32,
         detail: String,
     },
-    /// The workspace is mounted, as `kind`. Carries the layer fd.
+    /// The workspace is mounted, as `kind`. Carries the layer directory's fd.
     WorkspaceReady { kind: WorkspaceKind },
     /// The cgroup namespace could (or could not) be entered.
     CgroupNamespace { entered: bool },
@@ -55,6 +59,8 @@ pub struct Channel {
 
 /// Largest message: reports are small JSON objects.
 const MAX_MESSAGE: usize = 4096;
+/// Most descriptors one message carries.
+const MAX_FDS: usize = 4;
 
 impl AsFd for Channel {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -78,17 +84,14 @@ impl Channel {
         self.fd.as_raw_fd()
     }
 
-    /// Send a report, optionally with a file descriptor.
-    pub fn send(&self, report: &Report, fd: Option<RawFd>) -> std::io::Result<()> {
+    /// Send a report, with file descriptors when given.
+    pub fn send(&self, report: &Report, fds: &[RawFd]) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(report).map_err(std::io::Error::other)?;
         let iov = [IoSlice::new(&bytes)];
-        let fds;
-        let cmsgs: Vec<ControlMessage<'_>> = match fd {
-            Some(fd) => {
-                fds = [fd];
-                vec![ControlMessage::ScmRights(&fds)]
-            }
-            None => Vec::new(),
+        let cmsgs: Vec<ControlMessage<'_>> = if fds.is_empty() {
+            Vec::new()
+        } else {
+            vec![ControlMessage::ScmRights(fds)]
         };
         sendmsg::<()>(
             self.fd.as_raw_fd(),
@@ -100,11 +103,12 @@ impl Channel {
         Ok(())
     }
 
-    /// Receive one report; `Ok(None)` at end of stream (every sender closed its end).
-    pub fn recv(&self) -> std::io::Result<Option<(Report, Option<OwnedFd>)>> {
+    /// Receive one report and the descriptors sent with it; `Ok(None)` at end of stream
+    /// (every sender closed its end).
+    pub fn recv(&self) -> std::io::Result<Option<(Report, Vec<OwnedFd>)>> {
         let mut buf = vec![0u8; MAX_MESSAGE];
-        let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-        let (len, fd) = {
+        let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS]);
+        let (len, fds) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
             let msg = recvmsg::<()>(
                 self.fd.as_raw_fd(),
@@ -112,21 +116,18 @@ impl Channel {
                 Some(&mut cmsg),
                 MsgFlags::MSG_CMSG_CLOEXEC,
             )?;
-            let mut fd = None;
+            let mut fds = Vec::new();
             for c in msg.cmsgs()? {
-                if let ControlMessageOwned::ScmRights(fds) = c {
-                    for raw in fds {
-                        let owned = crate::sys::adopt_received_fd(raw);
-                        fd.get_or_insert(owned);
-                    }
+                if let ControlMessageOwned::ScmRights(raw) = c {
+                    fds.extend(raw.into_iter().map(crate::sys::adopt_received_fd));
                 }
             }
-            (msg.bytes, fd)
+            (msg.bytes, fds)
         };
         if len == 0 {
             return Ok(None);
         }
         let report = serde_json::from_slice(&buf[..len]).map_err(std::io::Error::other)?;
-        Ok(Some((report, fd)))
+        Ok(Some((report, fds)))
     }
 }

@@ -6,7 +6,6 @@
 //!
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
-//! | 0 | init | join the run's cgroup | first, so that everything this sandbox ever runs is counted; done by the process itself, which on cgroup v1 avoids a global lock that costs an RCU grace period |
 //! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
@@ -16,7 +15,7 @@
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
-//! | 10 | init | fork the command; close every other fd; become non-dumpable | init holds nothing the command could borrow through /proc/1 |
+//! | 10 | init | wait for `LimitsReady`, join the run's cgroup; fork the command; close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
 //! | 11 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
 //! | 12 | command | rlimits | must precede dropping capabilities (raising needs CAP_SYS_RESOURCE) |
 //! | 13 | command | Landlock (sets no_new_privs) | paths are final now; after it nothing can widen access |
@@ -30,7 +29,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -82,8 +81,6 @@ fn fail(step: &str, detail: String) -> StepError {
 /// parent; inside the sandbox's mount namespace a scratch tmpfs with the mountpoints below.
 pub struct StateDirs {
     pub base: PathBuf,
-    /// The run's cgroup files the sandbox joins itself through (empty without cgroups).
-    pub cgroup_files: Vec<PathBuf>,
 }
 
 impl StateDirs {
@@ -123,17 +120,17 @@ pub fn init_main(
                     errno: e.errno,
                     detail: e.detail,
                 },
-                None,
+                &[],
             );
             sys::exit_now(125)
         }
     }
 }
 
-/// Block until the parent sends `expected`.
-pub fn wait_for(channel: &Channel, expected: &Report) -> Result<(), StepError> {
+/// Block until the parent sends `expected`; returns the descriptors that came with it.
+pub fn wait_for(channel: &Channel, expected: &Report) -> Result<Vec<OwnedFd>, StepError> {
     match channel.recv().step("wait for the parent")? {
-        Some((report, _)) if &report == expected => Ok(()),
+        Some((report, fds)) if &report == expected => Ok(fds),
         _ => Err(fail("wait for the parent", "parent went away".into())),
     }
 }
@@ -145,11 +142,9 @@ fn init_steps(
     channel: &Channel,
     stdio: Stdio<'_>,
 ) -> Result<i32, StepError> {
-    // 0. Into the run's cgroup, before anything else runs here.
+    // 1. The parent maps our uid, then says go.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    super::cgroup::join_self(&dirs.cgroup_files).step("join the run's cgroup")?;
-    // 1. The parent maps our uid, then says go.
     wait_for(channel, &Report::Go)?;
     if plan.invoker_is_root {
         nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
@@ -223,7 +218,7 @@ fn init_steps(
     // 6. Hand the layer to the parent.
     let layer_fd = fs::File::open(&layer).step("open the layer")?;
     channel
-        .send(&Report::WorkspaceReady { kind }, Some(layer_fd.as_raw_fd()))
+        .send(&Report::WorkspaceReady { kind }, &[layer_fd.as_raw_fd()])
         .step("send the layer")?;
     drop(layer_fd);
 
@@ -253,7 +248,7 @@ fn init_steps(
     )
     .step("remount / read-only")?;
     let entered = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).is_ok();
-    let _ = channel.send(&Report::CgroupNamespace { entered }, None);
+    let _ = channel.send(&Report::CgroupNamespace { entered }, &[]);
     if !entered && plan.required.contains(&Protection::CgroupNamespace) {
         return Err(fail(
             "enter a cgroup namespace",
@@ -261,7 +256,10 @@ fn init_steps(
         ));
     }
 
-    // 10. The command runs as our child.
+    // 10. Into the run's cgroup (the parent made it while we built the root), then the
+    // command runs as our child.
+    let membership = wait_for(channel, &Report::LimitsReady)?;
+    super::cgroup::join_self(membership).step("join the run's cgroup")?;
     let command = match sys::clone_process(0).step("fork the command")? {
         Cloned::Child => command_main(plan, filters, channel, stdio, &plan.workspace, &[]),
         Cloned::Parent(pid) => Pid::from_raw(pid),
@@ -271,7 +269,7 @@ fn init_steps(
     loop {
         match waitpid(None, Some(WaitPidFlag::__WALL)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == command => {
-                let _ = channel.send(&Report::Exited { code }, None);
+                let _ = channel.send(&Report::Exited { code }, &[]);
                 return Ok(code);
             }
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
@@ -279,7 +277,7 @@ fn init_steps(
                     &Report::Signaled {
                         signal: signal as i32,
                     },
-                    None,
+                    &[],
                 );
                 return Ok(128 + signal as i32);
             }
@@ -522,7 +520,7 @@ pub fn command_main(
                         errno: e.errno,
                         detail: e.detail,
                     },
-                    None,
+                    &[],
                 );
             }
             code
@@ -650,7 +648,7 @@ fn command_steps(
                 errno: libc::ENOENT,
                 exit_code: 127,
             },
-            None,
+            &[],
         );
         return Err((
             fail(
@@ -667,7 +665,7 @@ fn command_steps(
             seccomp: true,
             no_new_privs: true,
         },
-        None,
+        &[],
     );
     let err = nix::unistd::execve(&program, &argv, &env).unwrap_err();
     let exit_code = if err == nix::errno::Errno::ENOENT {
@@ -680,7 +678,7 @@ fn command_steps(
             errno: err as i32,
             exit_code,
         },
-        None,
+        &[],
     );
     Err((
         fail("execve", format!("{}: {}", plan.argv[0], err.desc())),

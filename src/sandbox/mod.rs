@@ -285,9 +285,8 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
             path: options.state_root.clone(),
             source,
         })?;
-    let mut dirs = StateDirs {
+    let dirs = StateDirs {
         base: state.path().to_path_buf(),
-        cgroup_files: Vec::new(),
     };
     for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
         fs::create_dir(&dir).map_err(os("create the state directory"))?;
@@ -342,13 +341,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "envcraft-run".into());
-    let cgroup = match &plan.cgroup {
-        Some(limits) => Some(RunCgroup::create(&run_name, limits)?),
-        None => None,
-    };
-    if let (Some(cg), Some(limits)) = (&cgroup, &plan.cgroup) {
-        dirs.cgroup_files = cg.self_join_files(limits.support);
-    }
+    let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
 
     let flags = if plan.namespaced {
         let mut f = libc::CLONE_NEWUSER
@@ -373,9 +366,10 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
             if plan.namespaced {
                 child::init_main(&plan, &filters, &dirs, &child_end, stdio)
             }
-            if cgroup::join_self(&dirs.cgroup_files).is_err()
-                || child::wait_for(&child_end, &Report::Go).is_err()
-            {
+            let joined = child::wait_for(&child_end, &Report::Go)
+                .and_then(|_| child::wait_for(&child_end, &Report::LimitsReady))
+                .map(cgroup::join_self);
+            if !matches!(joined, Ok(Ok(()))) {
                 sys::exit_now(125)
             }
             child::command_main(&plan, &filters, &child_end, stdio, &copy, &extra_write)
@@ -400,8 +394,20 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
             write_id_maps(pid, plan.uid, plan.gid, plan.invoker_is_root)?;
         }
         parent_end
-            .send(&Report::Go, None)
+            .send(&Report::Go, &[])
             .map_err(os("start the sandbox"))?;
+        let membership = match cgroup.as_mut() {
+            Some(cg) => {
+                cg.create()?;
+                cg.open_membership_files()?
+            }
+            None => Vec::new(),
+        };
+        let raw: Vec<i32> = membership.iter().map(|f| f.as_raw_fd()).collect();
+        parent_end
+            .send(&Report::LimitsReady, &raw)
+            .map_err(os("start the sandbox"))?;
+        drop(membership);
         supervise(
             &plan,
             options,
@@ -431,7 +437,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         collected,
         duration_ms,
         &copy,
-        cgroup.is_some(),
+        cgroup.as_ref().is_some_and(RunCgroup::is_active),
     )
 }
 
@@ -561,8 +567,8 @@ fn supervise(
         }
         if ch_ready {
             match channel.recv() {
-                Ok(Some((report, fd))) => {
-                    if let Some(fd) = fd {
+                Ok(Some((report, fds))) => {
+                    if let Some(fd) = fds.into_iter().next() {
                         c.layer = Some(fd);
                     }
                     c.reports.push(report);
