@@ -179,3 +179,54 @@ pub fn fgetxattr(fd: RawFd, name: &CStr) -> io::Result<Option<Vec<u8>>> {
     buf.truncate(ret as usize);
     Ok(Some(buf))
 }
+
+/// `openat2(2)`: open `path` relative to `dirfd` with `flags` (and `mode` when creating), the
+/// lookup constrained by `resolve` (`RESOLVE_*` bits, e.g. `RESOLVE_BENEATH`).
+///
+/// This is how the built-in file tools reach anything in a workspace: with `RESOLVE_BENEATH` the
+/// kernel refuses (EXDEV) every lookup that would leave `dirfd`, through `..`, an absolute path
+/// or any symbolic link, at any depth, and does so atomically with the lookup itself.
+pub fn openat2(
+    dirfd: std::os::fd::BorrowedFd<'_>,
+    path: &CStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: open_how is plain old data and must be zero-initialised (unknown fields zero).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    // O_TMPFILE includes the O_DIRECTORY bit, so test for all of its bits.
+    let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    how.mode = if creates { u64::from(mode) } else { 0 };
+    how.resolve = resolve;
+    // SAFETY: path is NUL-terminated and outlives the call; `how` is a valid open_how that
+    // outlives the call and its exact size is passed; dirfd is borrowed, so it stays open.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh file descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// A close-on-exec duplicate of `fd` numbered `min` or above (`F_DUPFD_CLOEXEC`).
+pub fn dup_above(fd: std::os::fd::BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl with F_DUPFD_CLOEXEC on a borrowed, open descriptor; integer arguments.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+}

@@ -17,39 +17,54 @@ use serde::{Deserialize, Serialize};
 use super::landlock::LandlockOutcome;
 use super::plan::WorkspaceKind;
 
-/// What the sandbox's processes tell envcraft.
+/// What envcraft and the sandbox's processes tell each other. Reports about one command carry
+/// the id envcraft gave it in [`Report::Exec`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "report", rename_all = "snake_case")]
 pub enum Report {
-    /// Sent by the parent: the uid/gid maps are written; the init may build the root.
+    /// envcraft → init: the uid/gid maps are written; build the root.
     Go,
-    /// Sent by the parent with the run's cgroup membership files (`tasks` / `cgroup.procs`,
-    /// opened by the parent; none without cgroups): the sandbox writes `0` to each to move
-    /// itself in, and may then start the command.
+    /// envcraft → init, with the run's cgroup membership files (`tasks` / `cgroup.procs`,
+    /// opened by envcraft; none without cgroups): write `0` to each to move in.
     LimitsReady,
-    /// A setup step failed; nothing was executed.
+    /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command.
+    Exec {
+        id: u64,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// envcraft → init: send `signal` to command `id`'s process group.
+    Signal { id: u64, signal: i32 },
+    /// envcraft → init: end the sandbox (the kernel then kills whatever is left).
+    Shutdown,
+    /// A setup step failed: the init's (no id) or a command's; nothing was executed.
     SetupFailed {
+        id: Option<u64>,
         step: String,
         errno: i32,
         detail: String,
     },
-    /// The workspace is mounted, as `kind`. Carries the layer directory's fd.
+    /// init → envcraft: the workspace is mounted, as `kind`. Carries the layer directory's fd
+    /// and the workspace root's fd.
     WorkspaceReady { kind: WorkspaceKind },
-    /// The cgroup namespace could (or could not) be entered.
+    /// init → envcraft: the cgroup namespace could (or could not) be entered.
     CgroupNamespace { entered: bool },
-    /// The command process is about to `execve`, restricted as listed.
+    /// init → envcraft: the root is built and the init serves `Exec` requests.
+    Ready,
+    /// command → envcraft: about to `execve`, restricted as listed.
     CommandReady {
+        id: u64,
         landlock: LandlockOutcome,
         capabilities_dropped: bool,
         seccomp: bool,
         no_new_privs: bool,
     },
-    /// `execve` failed (126: not executable, 127: not found).
-    ExecFailed { errno: i32, exit_code: i32 },
-    /// The command exited.
-    Exited { code: i32 },
-    /// The command was killed by a signal.
-    Signaled { signal: i32 },
+    /// command → envcraft: `execve` failed (126: not executable, 127: not found).
+    ExecFailed { id: u64, errno: i32, exit_code: i32 },
+    /// init → envcraft: command `id` exited.
+    Exited { id: u64, code: i32 },
+    /// init → envcraft: command `id` was killed by a signal.
+    Signaled { id: u64, signal: i32 },
 }
 
 /// One end of the channel.

@@ -29,7 +29,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -104,18 +104,13 @@ pub struct Stdio<'a> {
 }
 
 /// Entry point of the cloned init (namespaced mode). Never returns.
-pub fn init_main(
-    plan: &Plan,
-    filters: &Filters,
-    dirs: &StateDirs,
-    channel: &Channel,
-    stdio: Stdio<'_>,
-) -> ! {
-    match init_steps(plan, filters, dirs, channel, stdio) {
+pub fn init_main(plan: &Plan, filters: &Filters, dirs: &StateDirs, channel: &Channel) -> ! {
+    match init_steps(plan, filters, dirs, channel) {
         Ok(code) => sys::exit_now(code),
         Err(e) => {
             let _ = channel.send(
                 &Report::SetupFailed {
+                    id: None,
                     step: e.step,
                     errno: e.errno,
                     detail: e.detail,
@@ -140,7 +135,6 @@ fn init_steps(
     filters: &Filters,
     dirs: &StateDirs,
     channel: &Channel,
-    stdio: Stdio<'_>,
 ) -> Result<i32, StepError> {
     // 1. The parent maps our uid, then says go.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
@@ -215,12 +209,17 @@ fn init_steps(
         }
     }
 
-    // 6. Hand the layer to the parent.
+    // 6. Hand the layer and the workspace root to the parent: it reads the changes from the
+    // first and serves file tools through the second (resolving beneath it).
     let layer_fd = fs::File::open(&layer).step("open the layer")?;
+    let workspace_fd = fs::File::open(below(&root, &plan.workspace)).step("open the workspace")?;
     channel
-        .send(&Report::WorkspaceReady { kind }, &[layer_fd.as_raw_fd()])
+        .send(
+            &Report::WorkspaceReady { kind },
+            &[layer_fd.as_raw_fd(), workspace_fd.as_raw_fd()],
+        )
         .step("send the layer")?;
-    drop(layer_fd);
+    drop((layer_fd, workspace_fd));
 
     // 7. Our own hostname and loopback.
     nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
@@ -256,34 +255,131 @@ fn init_steps(
         ));
     }
 
-    // 10. Into the run's cgroup (the parent made it while we built the root), then the
-    // command runs as our child.
+    // 10. Into the run's cgroup (the parent made it while we built the root); then serve.
     let membership = wait_for(channel, &Report::LimitsReady)?;
     super::cgroup::join_self(membership).step("join the run's cgroup")?;
-    let command = match sys::clone_process(0).step("fork the command")? {
-        Cloned::Child => command_main(plan, filters, channel, stdio, &plan.workspace, &[]),
-        Cloned::Parent(pid) => Pid::from_raw(pid),
-    };
     sys::close_fds_except(0, &[channel.raw_fd()]).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
+    channel.send(&Report::Ready, &[]).step("report ready")?;
+    serve(plan, filters, channel)
+}
+
+/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
+/// stop on `Shutdown` or when envcraft goes away.
+fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // Commands running: (id, pid, pidfd).
+    let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
     loop {
-        match waitpid(None, Some(WaitPidFlag::__WALL)) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == command => {
-                let _ = channel.send(&Report::Exited { code }, &[]);
-                return Ok(code);
+        let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+        fds.extend(
+            running
+                .iter()
+                .map(|(_, _, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+        );
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).step("wait for requests"),
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        // Ended commands first: their reports precede anything a new request causes.
+        let mut still = Vec::with_capacity(running.len());
+        for ((id, pid, fd), done) in running.into_iter().zip(ready.iter().skip(1)) {
+            if !*done {
+                still.push((id, pid, fd));
+                continue;
             }
-            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
-                let _ = channel.send(
-                    &Report::Signaled {
-                        signal: signal as i32,
+            let report = match waitpid(pid, Some(WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::Exited(_, code)) => Report::Exited { id, code },
+                Ok(WaitStatus::Signaled(_, signal, _)) => Report::Signaled {
+                    id,
+                    signal: signal as i32,
+                },
+                _ => {
+                    still.push((id, pid, fd));
+                    continue;
+                }
+            };
+            // What the command left in its process group ends with it.
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = channel.send(&report, &[]);
+        }
+        running = still;
+        // Orphans reparented to us.
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        if !ready[0] {
+            continue;
+        }
+        match channel.recv() {
+            Ok(Some((Report::Exec { id, argv, env }, stdio))) if stdio.len() == 3 => {
+                let stdio = Stdio {
+                    stdin: stdio[0].as_fd(),
+                    stdout: stdio[1].as_fd(),
+                    stderr: stdio[2].as_fd(),
+                };
+                let command = CommandSpec {
+                    id,
+                    argv: &argv,
+                    env: &env,
+                };
+                match sys::clone_process(0) {
+                    Ok(Cloned::Child) => command_main(
+                        plan,
+                        filters,
+                        channel,
+                        stdio,
+                        &command,
+                        &plan.workspace,
+                        &[],
+                    ),
+                    Ok(Cloned::Parent(pid)) => match sys::pidfd_open(pid) {
+                        Ok(fd) => running.push((id, Pid::from_raw(pid), fd)),
+                        Err(e) => {
+                            let _ = nix::sys::signal::kill(
+                                Pid::from_raw(pid),
+                                nix::sys::signal::Signal::SIGKILL,
+                            );
+                            let _ = channel.send(
+                                &Report::SetupFailed {
+                                    id: Some(id),
+                                    step: "watch the command".into(),
+                                    errno: e.raw_os_error().unwrap_or(0),
+                                    detail: e.to_string(),
+                                },
+                                &[],
+                            );
+                        }
                     },
-                    &[],
-                );
-                return Ok(128 + signal as i32);
+                    Err(e) => {
+                        let _ = channel.send(
+                            &Report::SetupFailed {
+                                id: Some(id),
+                                step: "fork the command".into(),
+                                errno: e.raw_os_error().unwrap_or(0),
+                                detail: e.to_string(),
+                            },
+                            &[],
+                        );
+                    }
+                }
             }
-            Ok(_) => {} // an orphan reparented to us: reaped
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e).step("wait for the command"),
+            Ok(Some((Report::Signal { id, signal }, _))) => {
+                if let Some((_, pid, _)) = running.iter().find(|(i, _, _)| *i == id)
+                    && let Ok(signal) = nix::sys::signal::Signal::try_from(signal)
+                {
+                    let _ = nix::sys::signal::killpg(*pid, signal);
+                }
+            }
+            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(0),
+            Ok(Some(_)) => {} // nothing else is addressed to the init
         }
     }
 }
@@ -500,22 +596,39 @@ fn mount_workspace(
     }
 }
 
+/// One command to run: its id (for reports), argv and whole environment.
+pub struct CommandSpec<'a> {
+    pub id: u64,
+    pub argv: &'a [String],
+    pub env: &'a [(String, String)],
+}
+
 /// Entry point of the command process (both modes). Never returns.
 pub fn command_main(
     plan: &Plan,
     filters: &Filters,
     channel: &Channel,
     stdio: Stdio<'_>,
+    command: &CommandSpec<'_>,
     workspace: &Path,
     extra_write: &[PathBuf],
 ) -> ! {
-    let code = match command_steps(plan, filters, channel, stdio, workspace, extra_write) {
+    let code = match command_steps(
+        plan,
+        filters,
+        channel,
+        stdio,
+        command,
+        workspace,
+        extra_write,
+    ) {
         Ok(never) => match never {},
         Err((e, code)) => {
             // 126/127 were reported as ExecFailed already; anything else is a setup failure.
             if code == 125 {
                 let _ = channel.send(
                     &Report::SetupFailed {
+                        id: Some(command.id),
                         step: e.step,
                         errno: e.errno,
                         detail: e.detail,
@@ -536,21 +649,14 @@ fn command_steps(
     filters: &Filters,
     channel: &Channel,
     stdio: Stdio<'_>,
+    command: &CommandSpec<'_>,
     workspace: &Path,
     extra_write: &[PathBuf],
 ) -> Result<Never, (StepError, i32)> {
     let setup = |e: StepError| (e, 125);
     // 11. Own session, the planned stdio, the workspace as working directory.
     nix::unistd::setsid().step("setsid").map_err(setup)?;
-    nix::unistd::dup2_stdin(stdio.stdin)
-        .step("set up stdin")
-        .map_err(setup)?;
-    nix::unistd::dup2_stdout(stdio.stdout)
-        .step("set up stdout")
-        .map_err(setup)?;
-    nix::unistd::dup2_stderr(stdio.stderr)
-        .step("set up stderr")
-        .map_err(setup)?;
+    set_stdio(stdio).step("set up stdio").map_err(setup)?;
     sys::close_fds_except(3, &[channel.raw_fd()])
         .step("close inherited descriptors")
         .map_err(setup)?;
@@ -558,8 +664,11 @@ fn command_steps(
         .step("enter the workspace")
         .map_err(setup)?;
 
-    let program = resolve(&plan.argv[0], &plan.search_path);
-    let argv: Vec<CString> = plan
+    let Some(name) = command.argv.first() else {
+        return Err((fail("prepare argv", "no command given".into()), 125));
+    };
+    let program = resolve(name, &plan.search_path);
+    let argv: Vec<CString> = command
         .argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
@@ -570,7 +679,7 @@ fn command_steps(
                 125,
             )
         })?;
-    let env: Vec<CString> = plan
+    let env: Vec<CString> = command
         .env
         .iter()
         .map(|(k, v)| CString::new(format!("{k}={v}")))
@@ -645,21 +754,20 @@ fn command_steps(
     let Some(program) = program else {
         let _ = channel.send(
             &Report::ExecFailed {
+                id: command.id,
                 errno: libc::ENOENT,
                 exit_code: 127,
             },
             &[],
         );
         return Err((
-            fail(
-                "find the command",
-                format!("{}: command not found", plan.argv[0]),
-            ),
+            fail("find the command", format!("{name}: command not found")),
             127,
         ));
     };
     let _ = channel.send(
         &Report::CommandReady {
+            id: command.id,
             landlock: outcome,
             capabilities_dropped: true,
             seccomp: true,
@@ -675,15 +783,28 @@ fn command_steps(
     };
     let _ = channel.send(
         &Report::ExecFailed {
+            id: command.id,
             errno: err as i32,
             exit_code,
         },
         &[],
     );
-    Err((
-        fail("execve", format!("{}: {}", plan.argv[0], err.desc())),
-        exit_code,
-    ))
+    Err((fail("execve", format!("{name}: {}", err.desc())), exit_code))
+}
+
+/// Put the planned descriptors at 0, 1 and 2, without close-on-exec. A descriptor already in
+/// place (received descriptors take the lowest free numbers) only loses its close-on-exec
+/// flag: dup2 onto itself would keep it.
+fn set_stdio(stdio: Stdio<'_>) -> std::io::Result<()> {
+    // Move all three out of the way first, so that placing one cannot clobber another and no
+    // dup2 is a no-op.
+    let stdin = sys::dup_above(stdio.stdin, 10)?;
+    let stdout = sys::dup_above(stdio.stdout, 10)?;
+    let stderr = sys::dup_above(stdio.stderr, 10)?;
+    nix::unistd::dup2_stdin(&stdin)?;
+    nix::unistd::dup2_stdout(&stdout)?;
+    nix::unistd::dup2_stderr(&stderr)?;
+    Ok(())
 }
 
 /// Find the program as `execvp` would, in the sandbox's PATH.

@@ -3,9 +3,11 @@
 //!
 //! - [`plan`] (pure) turns a policy and a request into a [`plan::Plan`];
 //! - [`child`] applies it in the cloned processes, in one documented order;
-//! - this module starts the clone, supervises it (output capture with a cap, the wall-clock
-//!   limit, the process tree killed at once through its PID namespace) and reads the changes
-//!   from the upper layer the sandbox handed back;
+//! - [`live`] starts the clone and keeps it: a [`Sandbox`] runs commands (output captured
+//!   with a cap, a wall-clock limit, the process group killed at its end) and reads the
+//!   changes from the upper layer it was handed; closing it ends everything (the PID
+//!   namespace makes that exact);
+//! - this module holds the types a run reports and [`run`], one command in a fresh sandbox;
 //! - [`probe`] says what this machine can enforce (`envcraft doctor`).
 //!
 //! Restrictions are applied only in the cloned processes, never in envcraft itself.
@@ -15,32 +17,26 @@ pub mod cgroup;
 pub mod channel;
 pub mod child;
 pub mod landlock;
+pub mod live;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::OFlag;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::Pid;
 use serde::Serialize;
 
-use self::cgroup::{CgroupError, RunCgroup};
-use self::channel::{Channel, Report};
-use self::child::{StateDirs, Stdio};
+use self::cgroup::CgroupError;
 use self::landlock::LandlockOutcome;
+pub use self::live::{ExecRequest, ExecResult, Sandbox};
 use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
 use crate::spec::policy::{Policy, Protection};
-use crate::sys::{self, Cloned};
-use crate::workspace::{self, Changes, WorkspaceError};
+use crate::sys;
+use crate::workspace::{Changes, WorkspaceError};
 
 /// Why a sandbox could not run the command.
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +79,11 @@ pub enum SandboxError {
     Workspace(#[from] WorkspaceError),
 }
 
-fn os(what: &'static str) -> impl FnOnce(io::Error) -> SandboxError {
+pub(crate) fn os(what: &'static str) -> impl FnOnce(io::Error) -> SandboxError {
     move |source| SandboxError::Os { what, source }
 }
 
-fn nix_os(what: &'static str) -> impl FnOnce(nix::Error) -> SandboxError {
+pub(crate) fn nix_os(what: &'static str) -> impl FnOnce(nix::Error) -> SandboxError {
     move |e| SandboxError::Os {
         what,
         source: e.into(),
@@ -262,485 +258,45 @@ pub fn execute(
     }
 }
 
-/// What the supervisor collected.
-#[derive(Default)]
-struct Collected {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-    timed_out: bool,
-    reports: Vec<Report>,
-    layer: Option<OwnedFd>,
-    direct_status: Option<WaitStatus>,
-}
-
-/// Run a plan. See the module documentation.
+/// Run a plan's command once in a fresh sandbox: build it, run the command, read the
+/// changes, close it.
 pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
-    let state = tempfile::Builder::new()
-        .prefix("envcraft-")
-        .tempdir_in(&options.state_root)
-        .map_err(|source| SandboxError::StateDir {
-            path: options.state_root.clone(),
-            source,
-        })?;
-    let dirs = StateDirs {
-        base: state.path().to_path_buf(),
-    };
-    for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
-        fs::create_dir(&dir).map_err(os("create the state directory"))?;
+    let mut sandbox = Sandbox::start(plan, &options.state_root)?;
+    let result = sandbox.exec(&ExecRequest {
+        argv: plan.argv.clone(),
+        env: Vec::new(),
+        timeout: Duration::from_secs(plan.wall_time_secs),
+        inherit_stdin: options.inherit_stdin,
+        output: options.output,
+    })?;
+    let changes = sandbox.changes()?;
+    if let Some(out) = &options.keep_changes {
+        sandbox.keep_changes(&changes, out)?;
     }
-    if plan.namespaced && plan.uid != nix::unistd::geteuid().as_raw() {
-        // Root maps the sandbox to the template's owner, who must reach the mountpoints.
-        let owner = (
-            Some(nix::unistd::Uid::from_raw(plan.uid)),
-            Some(nix::unistd::Gid::from_raw(plan.gid)),
-        );
-        for dir in [dirs.base.clone(), dirs.layer(), dirs.lower(), dirs.root()] {
-            nix::unistd::chown(&dir, owner.0, owner.1)
-                .map_err(nix_os("hand the state directory to the template's owner"))?;
-        }
-    }
-
-    // Without namespaces the command works on a copy at a host path.
-    let mut plan = plan.clone();
-    let mut extra_write = Vec::new();
-    let copy = dirs.base.join("copy");
-    if !plan.namespaced {
-        workspace::copy_tree(&plan.lower, &copy)?;
-        let (tmp, home) = (dirs.base.join("tmp"), dirs.base.join("home"));
-        for d in [&tmp, &home] {
-            fs::create_dir(d).map_err(os("create the private tmp"))?;
-        }
-        plan.workspace = copy.clone();
-        plan.env
-            .retain(|(k, _)| !matches!(k.as_str(), "HOME" | "TMPDIR" | "PWD"));
-        plan.env.push(("HOME".into(), home.display().to_string()));
-        plan.env.push(("TMPDIR".into(), tmp.display().to_string()));
-        plan.env.push(("PWD".into(), copy.display().to_string()));
-        plan.env.sort();
-        extra_write = vec![tmp, home];
-    }
-
-    let filters = seccomp::Filters::compile(&plan.seccomp)?;
-    let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
-    let (out_r, out_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
-    let (err_r, err_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
-    let devnull = fs::File::open("/dev/null").map_err(os("open /dev/null"))?;
-    let stdin_fd = if options.inherit_stdin {
-        io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(os("duplicate stdin"))?
-    } else {
-        OwnedFd::from(devnull)
-    };
-    let run_name = dirs
-        .base
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "envcraft-run".into());
-    let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
-
-    let flags = if plan.namespaced {
-        let mut f = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
-        if plan.network_namespace {
-            f |= libc::CLONE_NEWNET;
-        }
-        f
-    } else {
-        0
-    };
-    let pid = match sys::clone_process(flags) {
-        Ok(Cloned::Child) => {
-            let stdio = Stdio {
-                stdin: stdin_fd.as_fd(),
-                stdout: out_w.as_fd(),
-                stderr: err_w.as_fd(),
-            };
-            if plan.namespaced {
-                child::init_main(&plan, &filters, &dirs, &child_end, stdio)
-            }
-            let joined = child::wait_for(&child_end, &Report::Go)
-                .and_then(|_| child::wait_for(&child_end, &Report::LimitsReady))
-                .map(cgroup::join_self);
-            if !matches!(joined, Ok(Ok(()))) {
-                sys::exit_now(125)
-            }
-            child::command_main(&plan, &filters, &child_end, stdio, &copy, &extra_write)
-        }
-        Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
-        Err(e)
-            if plan.namespaced
-                && matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
-                ) =>
-        {
-            return Err(SandboxError::NamespacesUnavailable(e));
-        }
-        Err(e) => return Err(os("clone the sandbox")(e)),
-    };
-    drop((child_end, out_w, err_w, stdin_fd));
-
-    let collected = (|| {
-        let pidfd = sys::pidfd_open(pid.as_raw()).map_err(os("open a pidfd"))?;
-        if plan.namespaced {
-            write_id_maps(pid, plan.uid, plan.gid, plan.invoker_is_root)?;
-        }
-        parent_end
-            .send(&Report::Go, &[])
-            .map_err(os("start the sandbox"))?;
-        let membership = match cgroup.as_mut() {
-            Some(cg) => {
-                cg.create()?;
-                cg.open_membership_files()?
-            }
-            None => Vec::new(),
-        };
-        let raw: Vec<i32> = membership.iter().map(|f| f.as_raw_fd()).collect();
-        parent_end
-            .send(&Report::LimitsReady, &raw)
-            .map_err(os("start the sandbox"))?;
-        drop(membership);
-        supervise(
-            &plan,
-            options,
-            pid,
-            &pidfd,
-            &parent_end,
-            &out_r,
-            &err_r,
-            cgroup.as_ref(),
-        )
-    })();
-    let collected = match collected {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = kill(pid, Signal::SIGKILL);
-            let _ = waitpid(pid, None);
-            return Err(e);
-        }
-    };
-    if let Some(cg) = &cgroup {
-        cg.kill_all();
-    }
-    let duration_ms = start.elapsed().as_millis() as u64;
-    finish(
-        &plan,
-        options,
-        collected,
-        duration_ms,
-        &copy,
-        cgroup.as_ref().is_some_and(RunCgroup::is_active),
-    )
-}
-
-/// Map uid/gid 0 inside to `uid`/`gid` outside. An unprivileged invoker must deny setgroups
-/// to write a gid map; root keeps it so the sandbox can drop its supplementary groups.
-fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
-    let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw()));
-    fs::write(proc_dir.join("uid_map"), format!("0 {uid} 1\n")).map_err(os("write uid_map"))?;
-    if !root {
-        fs::write(proc_dir.join("setgroups"), "deny").map_err(os("write setgroups"))?;
-    }
-    fs::write(proc_dir.join("gid_map"), format!("0 {gid} 1\n")).map_err(os("write gid_map"))?;
-    Ok(())
-}
-
-/// Append to a capped buffer; returns whether anything was dropped.
-fn append_capped(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> bool {
-    let room = cap.saturating_sub(buf.len());
-    buf.extend_from_slice(&data[..data.len().min(room)]);
-    data.len() > room
-}
-
-#[allow(clippy::too_many_arguments)]
-fn supervise(
-    plan: &Plan,
-    options: &RunOptions,
-    pid: Pid,
-    pidfd: &OwnedFd,
-    channel: &Channel,
-    out: &OwnedFd,
-    err: &OwnedFd,
-    cgroup: Option<&RunCgroup>,
-) -> Result<Collected, SandboxError> {
-    let mut c = Collected::default();
-    let cap = plan.output_bytes as usize;
-    let deadline = Instant::now() + Duration::from_secs(plan.wall_time_secs);
-    // After the first process is gone, how long to keep draining output held by stragglers
-    // (only possible without a PID namespace, whose end kills everything at once).
-    let grace = Duration::from_secs(2);
-    let mut exited_at: Option<Instant> = None;
-    let (mut out_open, mut err_open, mut ch_open) = (true, true, true);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let now = Instant::now();
-        if exited_at.is_none() && now >= deadline && !c.timed_out {
-            c.timed_out = true;
-            kill_tree(plan, pid, cgroup);
-        }
-        if let Some(t) = exited_at
-            && (now >= t + grace || !(out_open || err_open || ch_open))
-        {
-            break;
-        }
-        let wait_until = match exited_at {
-            Some(t) => t + grace,
-            None if c.timed_out => now + grace,
-            None => deadline,
-        };
-        let timeout_ms = wait_until
-            .saturating_duration_since(now)
-            .as_millis()
-            .clamp(1, 60_000) as i32;
-        let mut fds = Vec::with_capacity(4);
-        fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
-        let watch = [(out_open, out.as_fd()), (err_open, err.as_fd())];
-        for (open, fd) in watch {
-            if open {
-                fds.push(PollFd::new(fd, PollFlags::POLLIN));
-            }
-        }
-        let ch_fd = channel.as_fd();
-        if ch_open {
-            fds.push(PollFd::new(ch_fd, PollFlags::POLLIN));
-        }
-        match poll(
-            &mut fds,
-            PollTimeout::try_from(timeout_ms.max(1)).unwrap_or(PollTimeout::MAX),
-        ) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(nix_os("poll the sandbox")(e)),
-        }
-        let ready = |i: usize| {
-            fds.get(i)
-                .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        let mut idx = 1;
-        let pid_ready = ready(0);
-        let out_ready = out_open && {
-            let r = ready(idx);
-            idx += 1;
-            r
-        };
-        let err_ready = err_open && {
-            let r = ready(idx);
-            idx += 1;
-            r
-        };
-        let ch_ready = ch_open && ready(idx);
-        drop(fds);
-
-        if out_ready {
-            match nix::unistd::read(out, &mut buf) {
-                Ok(0) | Err(_) => out_open = false,
-                Ok(n) => {
-                    let kept = c.stdout.len();
-                    c.stdout_truncated |= append_capped(&mut c.stdout, &buf[..n], cap);
-                    if options.output == OutputMode::PassThrough {
-                        let _ = io::stdout().write_all(&c.stdout[kept..]);
-                        let _ = io::stdout().flush();
-                    }
-                }
-            }
-        }
-        if err_ready {
-            match nix::unistd::read(err, &mut buf) {
-                Ok(0) | Err(_) => err_open = false,
-                Ok(n) => {
-                    let kept = c.stderr.len();
-                    c.stderr_truncated |= append_capped(&mut c.stderr, &buf[..n], cap);
-                    if options.output == OutputMode::PassThrough {
-                        let _ = io::stderr().write_all(&c.stderr[kept..]);
-                    }
-                }
-            }
-        }
-        if ch_ready {
-            match channel.recv() {
-                Ok(Some((report, fds))) => {
-                    if let Some(fd) = fds.into_iter().next() {
-                        c.layer = Some(fd);
-                    }
-                    c.reports.push(report);
-                }
-                Ok(None) | Err(_) => ch_open = false,
-            }
-        }
-        if pid_ready && exited_at.is_none() {
-            c.direct_status = Some(waitpid(pid, None).map_err(nix_os("wait for the sandbox"))?);
-            exited_at = Some(Instant::now());
-            if !plan.namespaced {
-                // Without a PID namespace the command's children may live on: end them now.
-                kill_tree(plan, pid, cgroup);
-            }
-        }
-    }
-    Ok(c)
-}
-
-/// Kill everything the run started: through the init (the kernel then kills the whole PID
-/// namespace), or without namespaces the command's process group and cgroup.
-fn kill_tree(plan: &Plan, pid: Pid, cgroup: Option<&RunCgroup>) {
-    if plan.namespaced {
-        let _ = kill(pid, Signal::SIGKILL);
-    } else {
-        let _ = killpg(pid, Signal::SIGKILL);
-        let _ = kill(pid, Signal::SIGKILL);
-    }
-    if let Some(cg) = cgroup {
-        cg.kill_all();
-    }
-}
-
-fn finish(
-    plan: &Plan,
-    options: &RunOptions,
-    c: Collected,
-    duration_ms: u64,
-    copy: &Path,
-    cgroup_active: bool,
-) -> Result<Outcome, SandboxError> {
-    let mut exit_code = None;
-    let mut signal = None;
-    let mut stderr = c.stderr;
-    let mut kind = if plan.namespaced {
-        WorkspaceKind::Overlay
-    } else {
-        WorkspaceKind::Copy
-    };
-    let mut landlock: Option<LandlockOutcome> = None;
-    let mut cgroup_ns = false;
-    let mut command_ready = false;
-    let mut reported_status = false;
-    for report in &c.reports {
-        match report {
-            Report::SetupFailed {
-                step,
-                errno,
-                detail,
-            } => {
-                return Err(SandboxError::Setup {
-                    step: step.clone(),
-                    errno: *errno,
-                    detail: detail.clone(),
-                });
-            }
-            Report::WorkspaceReady { kind: k } => kind = *k,
-            Report::CgroupNamespace { entered } => cgroup_ns = *entered,
-            Report::CommandReady { landlock: l, .. } => {
-                landlock = Some(*l);
-                command_ready = true;
-            }
-            Report::ExecFailed {
-                errno,
-                exit_code: code,
-            } => {
-                let message = match *code {
-                    127 => format!("envcraft: {}: command not found\n", plan.argv[0]),
-                    _ => format!(
-                        "envcraft: {}: cannot execute: {}\n",
-                        plan.argv[0],
-                        io::Error::from_raw_os_error(*errno)
-                    ),
-                };
-                stderr.extend_from_slice(message.as_bytes());
-                if options.output == OutputMode::PassThrough {
-                    let _ = io::stderr().write_all(message.as_bytes());
-                }
-                exit_code = Some(*code);
-                reported_status = true;
-            }
-            Report::Exited { code } if !reported_status => {
-                exit_code = Some(*code);
-                reported_status = true;
-            }
-            Report::Signaled { signal: s } if !reported_status => {
-                signal = Some(*s);
-                reported_status = true;
-            }
-            _ => {}
-        }
-    }
-    if !plan.namespaced && !reported_status {
-        match c.direct_status {
-            Some(WaitStatus::Exited(_, code)) => exit_code = Some(code),
-            Some(WaitStatus::Signaled(_, s, _)) => signal = Some(s as i32),
-            _ => {}
-        }
-        reported_status = exit_code.is_some() || signal.is_some();
-    }
-    if !reported_status {
-        if c.timed_out {
-            signal = Some(Signal::SIGKILL as i32);
-        } else if !command_ready {
-            return Err(SandboxError::Lost);
-        } else {
-            match c.direct_status {
-                Some(WaitStatus::Signaled(_, s, _)) => signal = Some(s as i32),
-                Some(WaitStatus::Exited(_, code)) => exit_code = Some(code),
-                _ => return Err(SandboxError::Lost),
-            }
-        }
-    }
-
-    // The changes: from the upper layer (overlay) or by comparing the copy with the template.
-    let layer_path = c
-        .layer
-        .as_ref()
-        .map(|fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())));
-    let (changes, source) = match (&layer_path, kind) {
-        (Some(layer), WorkspaceKind::Overlay) => {
-            let upper = layer.join("upper");
-            (workspace::changes_from_upper(&upper, &plan.lower)?, upper)
-        }
-        (Some(layer), WorkspaceKind::Copy) => {
-            let copy = layer.join("copy");
-            (workspace::changes_between(&plan.lower, &copy)?, copy)
-        }
-        (None, WorkspaceKind::Copy) if !plan.namespaced => (
-            workspace::changes_between(&plan.lower, copy)?,
-            copy.to_path_buf(),
-        ),
-        _ => (Changes::default(), PathBuf::new()),
-    };
-    if let Some(out) = &options.keep_changes
-        && !source.as_os_str().is_empty()
-    {
-        workspace::keep_changes(&source, &changes, out)?;
-    }
-
-    let enforced = enforced(plan, kind, landlock, cgroup_ns, cgroup_active);
+    let enforced = enforced(&sandbox);
+    sandbox.close();
     Ok(Outcome {
-        exit_code,
-        signal,
-        timed_out: c.timed_out,
-        stdout: c.stdout,
-        stderr,
-        stdout_truncated: c.stdout_truncated,
-        stderr_truncated: c.stderr_truncated,
-        duration_ms,
+        exit_code: result.exit_code,
+        signal: result.signal,
+        timed_out: result.timed_out,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        stdout_truncated: result.stdout_truncated,
+        stderr_truncated: result.stderr_truncated,
+        duration_ms: start.elapsed().as_millis() as u64,
         enforced,
         changes,
     })
 }
 
-fn enforced(
-    plan: &Plan,
-    kind: WorkspaceKind,
-    landlock: Option<LandlockOutcome>,
-    cgroup_ns: bool,
-    cgroup_active: bool,
-) -> Enforced {
+/// What a sandbox applied, protection by protection.
+pub fn enforced(sandbox: &Sandbox) -> Enforced {
+    let plan = sandbox.plan();
+    let kind = sandbox.workspace_kind();
+    let landlock = sandbox.landlock();
+    let cgroup_ns = sandbox.cgroup_namespace();
+    let cgroup_active = sandbox.cgroup_active();
     let ns = plan.namespaced;
     let ll = landlock.unwrap_or(LandlockOutcome {
         abi: sys::landlock_abi_version(),

@@ -1,0 +1,744 @@
+//! A live sandbox: built once, then runs any number of commands over the same workspace.
+//!
+//! With namespaces, [`Sandbox::start`] clones the init (see [`super::child`]), which builds
+//! the root and then serves `Exec` requests; each command is forked by the init and restricts
+//! itself before `execve`. Without namespaces each command is cloned by envcraft directly over
+//! a private copy of the workspace. Either way [`Sandbox::exec`] captures output with a cap,
+//! enforces a wall-clock limit (killing the command's process group) and reports how it ended;
+//! [`Sandbox::close`] ends everything (the PID namespace makes that exact).
+//!
+//! Must be started from a single-threaded process (the clone copies only the calling thread).
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::cgroup::{self, RunCgroup};
+use super::channel::{Channel, Report};
+use super::child::{self, CommandSpec, StateDirs, Stdio};
+use super::landlock::LandlockOutcome;
+use super::plan::{Plan, WorkspaceKind};
+use super::seccomp::Filters;
+use super::{OutputMode, SandboxError, nix_os, os};
+use crate::sys::{self, Cloned};
+use crate::workspace::{self, Changes};
+
+/// One command for [`Sandbox::exec`].
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    /// Variables added to (or replacing) the policy's environment.
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Give the command envcraft's stdin (else /dev/null).
+    pub inherit_stdin: bool,
+    pub output: OutputMode,
+}
+
+/// How one command ended and what it printed.
+#[derive(Debug, Clone, Default)]
+pub struct ExecResult {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration: Duration,
+}
+
+enum Backend {
+    /// The init of the sandbox's namespaces, serving requests over the channel.
+    Namespaced {
+        init: Pid,
+        pidfd: OwnedFd,
+        channel: Channel,
+    },
+    /// No namespaces: envcraft clones each command itself over the copy.
+    Host {
+        parent_end: Channel,
+        child_end: Channel,
+        extra_write: Vec<PathBuf>,
+    },
+}
+
+/// A built sandbox. Dropping it ends everything in it.
+pub struct Sandbox {
+    plan: Plan,
+    filters: Filters,
+    state: Option<tempfile::TempDir>,
+    backend: Backend,
+    cgroup: Option<RunCgroup>,
+    kind: WorkspaceKind,
+    cgroup_namespace: bool,
+    /// The layer tmpfs (upper/, work/ or copy/), kept open so the changes stay readable.
+    layer: Option<OwnedFd>,
+    /// The workspace root as the sandbox sees it (for file tools).
+    workspace_root: Option<OwnedFd>,
+    landlock: Option<LandlockOutcome>,
+    next_id: u64,
+    /// Reports read while waiting for something else.
+    pending: Vec<Report>,
+}
+
+fn append_capped(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> bool {
+    let room = cap.saturating_sub(buf.len());
+    buf.extend_from_slice(&data[..data.len().min(room)]);
+    data.len() > room
+}
+
+/// Map uid/gid 0 inside to `uid`/`gid` outside. An unprivileged invoker must deny setgroups
+/// to write a gid map; root keeps it so the sandbox can drop its supplementary groups.
+fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<(), SandboxError> {
+    let proc_dir = PathBuf::from(format!("/proc/{}", pid.as_raw()));
+    fs::write(proc_dir.join("uid_map"), format!("0 {uid} 1\n")).map_err(os("write uid_map"))?;
+    if !root {
+        fs::write(proc_dir.join("setgroups"), "deny").map_err(os("write setgroups"))?;
+    }
+    fs::write(proc_dir.join("gid_map"), format!("0 {gid} 1\n")).map_err(os("write gid_map"))?;
+    Ok(())
+}
+
+impl Sandbox {
+    /// Build the sandbox of `plan` under `state_root`.
+    pub fn start(plan: &Plan, state_root: &Path) -> Result<Sandbox, SandboxError> {
+        let state = tempfile::Builder::new()
+            .prefix("envcraft-")
+            .tempdir_in(state_root)
+            .map_err(|source| SandboxError::StateDir {
+                path: state_root.to_path_buf(),
+                source,
+            })?;
+        let dirs = StateDirs {
+            base: state.path().to_path_buf(),
+        };
+        let run_name = dirs
+            .base
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "envcraft-run".into());
+        let filters = Filters::compile(&plan.seccomp)?;
+        let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
+        if !plan.namespaced {
+            return Sandbox::start_on_host(plan, filters, state, cgroup);
+        }
+        if plan.uid != nix::unistd::geteuid().as_raw() {
+            // Root maps the sandbox to the template's owner, who must reach the state directory.
+            nix::unistd::chown(
+                &dirs.base,
+                Some(nix::unistd::Uid::from_raw(plan.uid)),
+                Some(nix::unistd::Gid::from_raw(plan.gid)),
+            )
+            .map_err(nix_os("hand the state directory to the template's owner"))?;
+        }
+        let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        if plan.network_namespace {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let init = match sys::clone_process(flags) {
+            Ok(Cloned::Child) => {
+                drop(parent_end);
+                child::init_main(plan, &filters, &dirs, &child_end)
+            }
+            Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
+                ) =>
+            {
+                return Err(SandboxError::NamespacesUnavailable(e));
+            }
+            Err(e) => return Err(os("clone the sandbox")(e)),
+        };
+        drop(child_end);
+        let pidfd = match sys::pidfd_open(init.as_raw()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = kill(init, Signal::SIGKILL);
+                let _ = waitpid(init, None);
+                return Err(os("open a pidfd")(e));
+            }
+        };
+        let mut sandbox = Sandbox {
+            plan: plan.clone(),
+            filters,
+            state: Some(state),
+            backend: Backend::Namespaced {
+                init,
+                pidfd,
+                channel: parent_end,
+            },
+            cgroup: None,
+            kind: WorkspaceKind::Overlay,
+            cgroup_namespace: false,
+            layer: None,
+            workspace_root: None,
+            landlock: None,
+            next_id: 1,
+            pending: Vec::new(),
+        };
+        // From here on, dropping `sandbox` kills the init and cleans up.
+        let Backend::Namespaced { channel, .. } = &sandbox.backend else {
+            return Err(SandboxError::Lost);
+        };
+        write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)?;
+        channel
+            .send(&Report::Go, &[])
+            .map_err(os("start the sandbox"))?;
+        let membership = match cgroup.as_mut() {
+            Some(cg) => {
+                cg.create()?;
+                cg.open_membership_files()?
+            }
+            None => Vec::new(),
+        };
+        let raw: Vec<i32> = membership.iter().map(|f| f.as_raw_fd()).collect();
+        channel
+            .send(&Report::LimitsReady, &raw)
+            .map_err(os("start the sandbox"))?;
+        drop(membership);
+        sandbox.cgroup = cgroup;
+        sandbox.wait_ready()?;
+        Ok(sandbox)
+    }
+
+    fn start_on_host(
+        plan: &Plan,
+        filters: Filters,
+        state: tempfile::TempDir,
+        mut cgroup: Option<RunCgroup>,
+    ) -> Result<Sandbox, SandboxError> {
+        let base = state.path().to_path_buf();
+        let copy = base.join("copy");
+        workspace::copy_tree(&plan.lower, &copy)?;
+        let (tmp, home) = (base.join("tmp"), base.join("home"));
+        for d in [&tmp, &home] {
+            fs::create_dir(d).map_err(os("create the private tmp"))?;
+        }
+        let mut plan = plan.clone();
+        plan.workspace = copy.clone();
+        plan.env
+            .retain(|(k, _)| !matches!(k.as_str(), "HOME" | "TMPDIR" | "PWD"));
+        plan.env.push(("HOME".into(), home.display().to_string()));
+        plan.env.push(("TMPDIR".into(), tmp.display().to_string()));
+        plan.env.push(("PWD".into(), copy.display().to_string()));
+        plan.env.sort();
+        if let Some(cg) = cgroup.as_mut() {
+            cg.create()?;
+        }
+        let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
+        let workspace_root = fs::File::open(&copy)
+            .map(OwnedFd::from)
+            .map_err(os("open the workspace copy"))?;
+        Ok(Sandbox {
+            plan,
+            filters,
+            state: Some(state),
+            backend: Backend::Host {
+                parent_end,
+                child_end,
+                extra_write: vec![tmp, home],
+            },
+            cgroup,
+            kind: WorkspaceKind::Copy,
+            cgroup_namespace: false,
+            layer: None,
+            workspace_root: Some(workspace_root),
+            landlock: None,
+            next_id: 1,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Read reports until the init says it serves requests.
+    fn wait_ready(&mut self) -> Result<(), SandboxError> {
+        let Backend::Namespaced { channel, .. } = &self.backend else {
+            return Ok(());
+        };
+        loop {
+            match channel.recv().map_err(os("read the sandbox's reports"))? {
+                Some((Report::Ready, _)) => return Ok(()),
+                Some((Report::WorkspaceReady { kind }, fds)) => {
+                    self.kind = kind;
+                    let mut fds = fds.into_iter();
+                    self.layer = fds.next();
+                    self.workspace_root = fds.next();
+                }
+                Some((Report::CgroupNamespace { entered }, _)) => self.cgroup_namespace = entered,
+                Some((
+                    Report::SetupFailed {
+                        step,
+                        errno,
+                        detail,
+                        ..
+                    },
+                    _,
+                )) => {
+                    return Err(SandboxError::Setup {
+                        step,
+                        errno,
+                        detail,
+                    });
+                }
+                Some(_) => {}
+                None => return Err(SandboxError::Lost),
+            }
+        }
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn workspace_kind(&self) -> WorkspaceKind {
+        self.kind
+    }
+
+    pub fn cgroup_namespace(&self) -> bool {
+        self.cgroup_namespace
+    }
+
+    pub fn cgroup_active(&self) -> bool {
+        self.cgroup.as_ref().is_some_and(RunCgroup::is_active)
+    }
+
+    /// What Landlock enforced for the commands (known once one has run).
+    pub fn landlock(&self) -> Option<LandlockOutcome> {
+        self.landlock
+    }
+
+    /// The workspace root as the sandbox sees it (a directory descriptor), for file tools.
+    pub fn workspace_root(&self) -> Option<&OwnedFd> {
+        self.workspace_root.as_ref()
+    }
+
+    /// Where the workspace's changes live (upper layer or copy), as a path this process can
+    /// open, and how to read them.
+    fn changes_source(&self) -> Option<(PathBuf, WorkspaceKind)> {
+        match (&self.layer, self.kind, &self.backend) {
+            (_, WorkspaceKind::Copy, Backend::Host { .. }) => {
+                Some((self.plan.workspace.clone(), self.kind))
+            }
+            (Some(layer), WorkspaceKind::Overlay, _) => Some((
+                PathBuf::from(format!("/proc/self/fd/{}/upper", layer.as_raw_fd())),
+                self.kind,
+            )),
+            (Some(layer), WorkspaceKind::Copy, _) => Some((
+                PathBuf::from(format!("/proc/self/fd/{}/copy", layer.as_raw_fd())),
+                self.kind,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The changes so far: read from the upper layer, or by comparing the copy with the
+    /// template.
+    pub fn changes(&self) -> Result<Changes, SandboxError> {
+        Ok(match self.changes_source() {
+            Some((upper, WorkspaceKind::Overlay)) => {
+                workspace::changes_from_upper(&upper, &self.plan.lower)?
+            }
+            Some((copy, _)) => workspace::changes_between(&self.plan.lower, &copy)?,
+            None => Changes::default(),
+        })
+    }
+
+    /// Copy the changed files out (see [`workspace::keep_changes`]).
+    pub fn keep_changes(&self, changes: &Changes, out: &Path) -> Result<(), SandboxError> {
+        if let Some((source, _)) = self.changes_source() {
+            workspace::keep_changes(&source, changes, out)?;
+        }
+        Ok(())
+    }
+
+    /// Run one command to its end (or its timeout).
+    pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
+        let start = Instant::now();
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut env = self.plan.env.clone();
+        for (k, v) in &request.env {
+            env.retain(|(key, _)| key != k);
+            env.push((k.clone(), v.clone()));
+        }
+        env.sort();
+        let (out_r, out_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
+        let (err_r, err_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
+        let stdin: OwnedFd = if request.inherit_stdin {
+            io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(os("duplicate stdin"))?
+        } else {
+            fs::File::open("/dev/null")
+                .map_err(os("open /dev/null"))?
+                .into()
+        };
+        // The command's own pid, to kill its group at the timeout without the init
+        // (no-namespace mode), and its pidfd there.
+        let mut direct: Option<(Pid, OwnedFd)> = None;
+        match &self.backend {
+            Backend::Namespaced { channel, .. } => {
+                channel
+                    .send(
+                        &Report::Exec {
+                            id,
+                            argv: request.argv.clone(),
+                            env,
+                        },
+                        &[stdin.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+                    )
+                    .map_err(os("send the command to the sandbox"))?;
+            }
+            Backend::Host {
+                child_end,
+                extra_write,
+                ..
+            } => {
+                let membership = match &self.cgroup {
+                    Some(cg) if cg.is_active() => cg.open_membership_files()?,
+                    _ => Vec::new(),
+                };
+                let spec = CommandSpec {
+                    id,
+                    argv: &request.argv,
+                    env: &env,
+                };
+                match sys::clone_process(0) {
+                    Ok(Cloned::Child) => {
+                        let fds = membership.into_iter().map(OwnedFd::from).collect();
+                        if cgroup::join_self(fds).is_err() {
+                            sys::exit_now(125)
+                        }
+                        let stdio = Stdio {
+                            stdin: stdin.as_fd(),
+                            stdout: out_w.as_fd(),
+                            stderr: err_w.as_fd(),
+                        };
+                        child::command_main(
+                            &self.plan,
+                            &self.filters,
+                            child_end,
+                            stdio,
+                            &spec,
+                            &self.plan.workspace,
+                            extra_write,
+                        )
+                    }
+                    Ok(Cloned::Parent(pid)) => {
+                        let pidfd = sys::pidfd_open(pid).map_err(os("open a pidfd"))?;
+                        direct = Some((Pid::from_raw(pid), pidfd));
+                    }
+                    Err(e) => return Err(os("clone the command")(e)),
+                }
+            }
+        }
+        drop((out_w, err_w, stdin));
+        self.supervise(id, request, &out_r, &err_r, direct, start)
+    }
+
+    /// Ask the sandbox to signal command `id`'s process group.
+    fn signal(&self, id: u64, direct: Option<Pid>, signal: Signal) {
+        match (&self.backend, direct) {
+            (_, Some(pid)) => {
+                let _ = killpg(pid, signal);
+                let _ = kill(pid, signal);
+            }
+            (Backend::Namespaced { channel, .. }, None) => {
+                let _ = channel.send(
+                    &Report::Signal {
+                        id,
+                        signal: signal as i32,
+                    },
+                    &[],
+                );
+            }
+            (Backend::Host { .. }, None) => {}
+        }
+    }
+
+    fn channel(&self) -> &Channel {
+        match &self.backend {
+            Backend::Namespaced { channel, .. } => channel,
+            Backend::Host { parent_end, .. } => parent_end,
+        }
+    }
+
+    fn supervise(
+        &mut self,
+        id: u64,
+        request: &ExecRequest,
+        out: &OwnedFd,
+        err: &OwnedFd,
+        direct: Option<(Pid, OwnedFd)>,
+        start: Instant,
+    ) -> Result<ExecResult, SandboxError> {
+        let mut r = ExecResult::default();
+        let cap = self.plan.output_bytes as usize;
+        let deadline = start + request.timeout;
+        // After the command ended, how long to keep draining output still held by processes
+        // it left behind (in a session they live on; see the `process` tool).
+        let grace = Duration::from_millis(200);
+        let mut ended_at: Option<Instant> = None;
+        let (mut out_open, mut err_open) = (true, true);
+        let mut buf = vec![0u8; 64 * 1024];
+        let init_pidfd = match &self.backend {
+            Backend::Namespaced { pidfd, .. } => Some(
+                pidfd
+                    .try_clone()
+                    .map_err(os("duplicate the init's pidfd"))?,
+            ),
+            Backend::Host { .. } => None,
+        };
+        let direct_pid = direct.as_ref().map(|(p, _)| *p);
+        loop {
+            let now = Instant::now();
+            if ended_at.is_none() && now >= deadline && !r.timed_out {
+                r.timed_out = true;
+                self.signal(id, direct_pid, Signal::SIGKILL);
+                if let Some(cg) = &self.cgroup
+                    && direct.is_some()
+                {
+                    cg.kill_all();
+                }
+            }
+            if let Some(t) = ended_at
+                && (now >= t + grace || !(out_open || err_open))
+            {
+                break;
+            }
+            let wait_until = match ended_at {
+                Some(t) => t + grace,
+                None if r.timed_out => now + Duration::from_secs(5),
+                None => deadline,
+            };
+            let timeout_ms = wait_until
+                .saturating_duration_since(now)
+                .as_millis()
+                .clamp(1, 60_000) as i32;
+            let channel = self.channel();
+            let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+            let mut slots = [usize::MAX; 4];
+            for (slot, (open, fd)) in [(out_open, out.as_fd()), (err_open, err.as_fd())]
+                .into_iter()
+                .enumerate()
+            {
+                if open {
+                    slots[slot] = fds.len();
+                    fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                }
+            }
+            if let Some(pidfd) = &init_pidfd {
+                slots[2] = fds.len();
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some((_, pidfd)) = &direct {
+                slots[3] = fds.len();
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(
+                &mut fds,
+                PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::MAX),
+            ) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(nix_os("poll the sandbox")(e)),
+            }
+            let ready = |slot: usize| {
+                slots[slot] != usize::MAX
+                    && fds[slots[slot]].revents().is_some_and(|r| !r.is_empty())
+            };
+            let ch_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let (out_ready, err_ready, init_gone, direct_done) =
+                (ready(0), ready(1), ready(2), ready(3));
+            drop(fds);
+            for (ready, pipe, open, sink, truncated, stream) in [
+                (
+                    out_ready,
+                    out,
+                    &mut out_open,
+                    &mut r.stdout,
+                    &mut r.stdout_truncated,
+                    1,
+                ),
+                (
+                    err_ready,
+                    err,
+                    &mut err_open,
+                    &mut r.stderr,
+                    &mut r.stderr_truncated,
+                    2,
+                ),
+            ] {
+                if !ready {
+                    continue;
+                }
+                match nix::unistd::read(pipe, &mut buf) {
+                    Ok(0) | Err(_) => *open = false,
+                    Ok(n) => {
+                        let kept = sink.len();
+                        *truncated |= append_capped(sink, &buf[..n], cap);
+                        if request.output == OutputMode::PassThrough {
+                            let _ = match stream {
+                                1 => io::stdout()
+                                    .write_all(&sink[kept..])
+                                    .and_then(|_| io::stdout().flush()),
+                                _ => io::stderr().write_all(&sink[kept..]),
+                            };
+                        }
+                    }
+                }
+            }
+            if ch_ready {
+                match self.channel().recv() {
+                    Ok(Some((report, _))) => self.pending.push(report),
+                    Ok(None) | Err(_) => {
+                        if init_pidfd.is_some() {
+                            return Err(SandboxError::Lost);
+                        }
+                    }
+                }
+            }
+            if let Some(ended) = self.take_ending(id, &mut r, request)? {
+                ended_at.get_or_insert(ended);
+            }
+            if direct_done && ended_at.is_none() {
+                if let Some((pid, _)) = &direct {
+                    match waitpid(*pid, None) {
+                        Ok(WaitStatus::Exited(_, code)) => r.exit_code = r.exit_code.or(Some(code)),
+                        Ok(WaitStatus::Signaled(_, s, _)) => r.signal = Some(s as i32),
+                        _ => {}
+                    }
+                    // Without a PID namespace what the command left behind ends now.
+                    let _ = killpg(*pid, Signal::SIGKILL);
+                }
+                ended_at = Some(Instant::now());
+            }
+            if init_gone && ended_at.is_none() {
+                return Err(SandboxError::Lost);
+            }
+        }
+        if r.exit_code.is_none() && r.signal.is_none() && r.timed_out {
+            r.signal = Some(Signal::SIGKILL as i32);
+        }
+        r.duration = start.elapsed();
+        Ok(r)
+    }
+
+    /// Consume the pending reports about command `id`; `Some(now)` once it has ended.
+    fn take_ending(
+        &mut self,
+        id: u64,
+        r: &mut ExecResult,
+        request: &ExecRequest,
+    ) -> Result<Option<Instant>, SandboxError> {
+        let mut ended = None;
+        let mut keep = Vec::new();
+        for report in std::mem::take(&mut self.pending) {
+            match report {
+                Report::SetupFailed {
+                    id: Some(i),
+                    step,
+                    errno,
+                    detail,
+                } if i == id => {
+                    return Err(SandboxError::Setup {
+                        step,
+                        errno,
+                        detail,
+                    });
+                }
+                Report::CommandReady {
+                    id: i, landlock, ..
+                } if i == id => {
+                    self.landlock = Some(landlock);
+                }
+                Report::ExecFailed {
+                    id: i,
+                    errno,
+                    exit_code,
+                } if i == id => {
+                    let message = match exit_code {
+                        127 => format!("envcraft: {}: command not found\n", request.argv[0]),
+                        _ => format!(
+                            "envcraft: {}: cannot execute: {}\n",
+                            request.argv[0],
+                            io::Error::from_raw_os_error(errno)
+                        ),
+                    };
+                    r.stderr.extend_from_slice(message.as_bytes());
+                    if request.output == OutputMode::PassThrough {
+                        let _ = io::stderr().write_all(message.as_bytes());
+                    }
+                    r.exit_code = Some(exit_code);
+                }
+                Report::Exited { id: i, code } if i == id => {
+                    r.exit_code = r.exit_code.or(Some(code));
+                    ended = Some(Instant::now());
+                }
+                Report::Signaled { id: i, signal } if i == id => {
+                    if r.exit_code.is_none() {
+                        r.signal = Some(signal);
+                    }
+                    ended = Some(Instant::now());
+                }
+                other => keep.push(other),
+            }
+        }
+        self.pending = keep;
+        Ok(ended)
+    }
+
+    /// End the sandbox: every process in it, its mounts, its cgroup, its state directory.
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Backend::Namespaced {
+            init,
+            pidfd,
+            channel,
+        } = &self.backend
+        {
+            let _ = channel.send(&Report::Shutdown, &[]);
+            // The init exits at once; if it does not within a second, it is killed.
+            let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+                let _ = kill(*init, Signal::SIGKILL);
+            }
+            let _ = waitpid(*init, None);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
+        self.cgroup = None; // removes the cgroup
+        self.layer = None;
+        self.workspace_root = None;
+        self.state = None; // removes the state directory
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.state.is_some() {
+            self.shutdown();
+        }
+    }
+}
