@@ -10,13 +10,18 @@
 //!   also the machine probe behind `envcraft doctor`.
 //! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
 //!   layer, the copy used where overlayfs is refused, keeping changes for inspection.
+//!   `ls`, `glob`, `grep`), their JSON schemas and structured results; every path resolved
+//!   beneath the workspace by the kernel.
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
+//! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
+//!   that makes the wall clock read the session's time, and the variables that turn it on.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
 //! - [`error`]: the crate error and the CLI's exit codes.
 //!
 //! Dependencies point downward: `cli` → `sandbox` → `workspace` → `sys`; `spec` is used by all.
 
 pub mod cli;
+pub mod clock_shim;
 pub mod error;
 pub mod sandbox;
 pub mod spec;

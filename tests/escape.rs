@@ -819,7 +819,15 @@ for c in cands:
         print("STATE_WRITE OK", c)
     except OSError:
         pass
-skip = {"/proc", "/sys", "/dev", "/usr", "/workspace", "/root/.openclaw/workspace", "/etc"}
+# /.envcraft holds the frozen-clock shim, on purpose and read-only (checked below).
+skip = {"/proc", "/sys", "/dev", "/usr", "/workspace", "/root/.openclaw/workspace", "/etc", "/.envcraft"}
+for p in ("/.envcraft/ectest-@T@", "/.envcraft/libenvcraft_clock.so"):
+    try:
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.close(fd)
+        print("STATE_WRITE OK", p)
+    except OSError:
+        pass
 for top, dirs, files in os.walk("/", topdown=True):
     dirs[:] = [d for d in dirs if os.path.join(top, d) not in skip and top.count("/") < 6]
     for n in dirs + files:

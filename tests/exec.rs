@@ -566,3 +566,44 @@ fn doctor_says_what_this_machine_enforces_and_which_policies_run() {
         "{text}"
     );
 }
+
+#[test]
+fn the_clock_shim_freezes_the_wall_clock_of_programs_in_the_sandbox() {
+    if !sandbox_ready() {
+        return;
+    }
+    // A policy that turns the shim on for every command: 2023-11-13T12:00:00Z, a Monday.
+    let t = Template::new();
+    let dir = tempfile::tempdir().unwrap();
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"))
+        .unwrap()
+        .replace(
+            "pass = []",
+            "pass = []\nset = { ENVCRAFT_NOW = \"1699876800\", LD_PRELOAD = \"/.envcraft/libenvcraft_clock.so\" }",
+        );
+    let policy = dir.path().join("clock.toml");
+    fs::write(&policy, text).unwrap();
+    let r = exec_json(
+        t.path(),
+        Some(policy.to_str().unwrap()),
+        &[],
+        &[
+            "sh",
+            "-c",
+            "date -u +%A; python3 -c 'import time, datetime; print(int(time.time())); print(datetime.datetime.now(datetime.timezone.utc).date())'",
+        ],
+    );
+    r.assert_ran();
+    assert_eq!(
+        r.stdout,
+        "Monday\n1699876800\n2023-11-13\n",
+        "{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.stderr,
+        "",
+        "the loader must find the shim: {}",
+        r.describe()
+    );
+}

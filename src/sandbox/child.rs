@@ -523,6 +523,16 @@ fn apply_mount(
             )
             .step("mount /proc")
         }
+        MountStep::ClockShim => {
+            use std::os::unix::fs::PermissionsExt;
+            let path = below(root, Path::new(crate::clock_shim::SHIM_PATH));
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).step("create the shim's directory")?;
+            }
+            fs::write(&path, crate::clock_shim::SHIM).step("install the clock shim")?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o555))
+                .step("install the clock shim")
+        }
         MountStep::Workspace { .. } => Ok(()), // handled by mount_workspace
     }
 }

@@ -88,6 +88,8 @@ pub struct Sandbox {
     next_id: u64,
     /// Reports read while waiting for something else.
     pending: Vec<Report>,
+    /// The init reported that it serves requests (always true without namespaces).
+    ready: bool,
 }
 
 fn append_capped(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> bool {
@@ -191,6 +193,7 @@ impl Sandbox {
             landlock: None,
             next_id: 1,
             pending: Vec::new(),
+            ready: false,
         };
         // From here on, dropping `sandbox` kills the init and cleans up.
         let Backend::Namespaced { channel, .. } = &sandbox.backend else {
@@ -213,7 +216,8 @@ impl Sandbox {
             .map_err(os("start the sandbox"))?;
         drop(membership);
         sandbox.cgroup = cgroup;
-        sandbox.wait_ready()?;
+        // Not waiting for Ready: requests queue behind the setup, and its reports are read as
+        // they come (see `absorb`).
         Ok(sandbox)
     }
 
@@ -262,43 +266,59 @@ impl Sandbox {
             landlock: None,
             next_id: 1,
             pending: Vec::new(),
+            ready: true,
         })
     }
 
-    /// Read reports until the init says it serves requests.
-    fn wait_ready(&mut self) -> Result<(), SandboxError> {
-        let Backend::Namespaced { channel, .. } = &self.backend else {
-            return Ok(());
-        };
-        loop {
+    /// Take in a report about the sandbox itself; hand back any other (about a command).
+    fn absorb(
+        &mut self,
+        report: Report,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Option<Report>, SandboxError> {
+        match report {
+            Report::Ready => self.ready = true,
+            Report::WorkspaceReady { kind } => {
+                self.kind = kind;
+                let mut fds = fds.into_iter();
+                self.layer = fds.next();
+                self.workspace_root = fds.next();
+            }
+            Report::CgroupNamespace { entered } => self.cgroup_namespace = entered,
+            Report::SetupFailed {
+                id: None,
+                step,
+                errno,
+                detail,
+            } => {
+                return Err(SandboxError::Setup {
+                    step,
+                    errno,
+                    detail,
+                });
+            }
+            other => return Ok(Some(other)),
+        }
+        Ok(None)
+    }
+
+    /// Read reports until the init says it serves requests (the workspace is then mounted and
+    /// its descriptors are here).
+    pub fn wait_ready(&mut self) -> Result<(), SandboxError> {
+        while !self.ready {
+            let Backend::Namespaced { channel, .. } = &self.backend else {
+                return Ok(());
+            };
             match channel.recv().map_err(os("read the sandbox's reports"))? {
-                Some((Report::Ready, _)) => return Ok(()),
-                Some((Report::WorkspaceReady { kind }, fds)) => {
-                    self.kind = kind;
-                    let mut fds = fds.into_iter();
-                    self.layer = fds.next();
-                    self.workspace_root = fds.next();
+                Some((report, fds)) => {
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
                 }
-                Some((Report::CgroupNamespace { entered }, _)) => self.cgroup_namespace = entered,
-                Some((
-                    Report::SetupFailed {
-                        step,
-                        errno,
-                        detail,
-                        ..
-                    },
-                    _,
-                )) => {
-                    return Err(SandboxError::Setup {
-                        step,
-                        errno,
-                        detail,
-                    });
-                }
-                Some(_) => {}
                 None => return Err(SandboxError::Lost),
             }
         }
+        Ok(())
     }
 
     pub fn plan(&self) -> &Plan {
@@ -323,8 +343,9 @@ impl Sandbox {
     }
 
     /// The workspace root as the sandbox sees it (a directory descriptor), for file tools.
-    pub fn workspace_root(&self) -> Option<&OwnedFd> {
-        self.workspace_root.as_ref()
+    pub fn workspace_root(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
+        self.wait_ready()?;
+        Ok(self.workspace_root.as_ref())
     }
 
     /// Where the workspace's changes live (upper layer or copy), as a path this process can
@@ -348,7 +369,8 @@ impl Sandbox {
 
     /// The changes so far: read from the upper layer, or by comparing the copy with the
     /// template.
-    pub fn changes(&self) -> Result<Changes, SandboxError> {
+    pub fn changes(&mut self) -> Result<Changes, SandboxError> {
+        self.wait_ready()?;
         Ok(match self.changes_source() {
             Some((upper, WorkspaceKind::Overlay)) => {
                 workspace::changes_from_upper(&upper, &self.plan.lower)?
@@ -607,7 +629,11 @@ impl Sandbox {
             }
             if ch_ready {
                 match self.channel().recv() {
-                    Ok(Some((report, _))) => self.pending.push(report),
+                    Ok(Some((report, fds))) => {
+                        if let Some(other) = self.absorb(report, fds)? {
+                            self.pending.push(other);
+                        }
+                    }
                     Ok(None) | Err(_) => {
                         if init_pidfd.is_some() {
                             return Err(SandboxError::Lost);
@@ -631,6 +657,10 @@ impl Sandbox {
                 ended_at = Some(Instant::now());
             }
             if init_gone && ended_at.is_none() {
+                // The init died: whatever it said last (a failed setup step) explains why.
+                while let Ok(Some((report, fds))) = self.channel().recv() {
+                    self.absorb(report, fds)?;
+                }
                 return Err(SandboxError::Lost);
             }
         }

@@ -93,6 +93,9 @@ pub enum MountStep {
     Workspace { path: PathBuf, writable: bool },
     /// A bind of the workspace at another place.
     WorkspaceAlias { path: PathBuf },
+    /// The frozen-clock shim ([`crate::clock_shim`]) at [`crate::clock_shim::SHIM_PATH`], for
+    /// the commands whose environment preloads it.
+    ClockShim,
     /// /proc of the new PID namespace.
     Proc,
 }
@@ -421,6 +424,10 @@ fn namespaced_root(policy: &Policy, host: &Host<'_>) -> (Vec<MountStep>, Landloc
             path: alias.clone(),
         });
         workspace_access.push(alias.clone());
+    }
+    mounts.push(MountStep::ClockShim);
+    if let Some(dir) = Path::new(crate::clock_shim::SHIM_PATH).parent() {
+        landlock.read_exec.push(dir.to_path_buf());
     }
     mounts.push(MountStep::Proc);
     landlock.read_exec.push(PathBuf::from("/proc"));
