@@ -41,7 +41,8 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         }
     })?;
     let request = Request {
-        workspace,
+        layers: vec![workspace],
+        binds: Vec::new(),
         argv: args.command,
         timeout_secs: args.timeout,
         host_env: std::env::vars().collect(),

@@ -9,7 +9,7 @@
 //! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
-//! | 4 | init | bind the template read-only at `lower` | the overlay's lower layer can never be written, whatever overlayfs does |
+//! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
@@ -87,8 +87,13 @@ impl StateDirs {
     pub fn layer(&self) -> PathBuf {
         self.base.join("layer")
     }
-    pub fn lower(&self) -> PathBuf {
-        self.base.join("lower")
+    /// Where template layer `i` is bound (read-only).
+    pub fn lower(&self, i: usize) -> PathBuf {
+        self.base.join(format!("lower{i}"))
+    }
+    /// The union of the template layers (read-only): what the workspace starts as.
+    pub fn view(&self) -> PathBuf {
+        self.base.join("view")
     }
     pub fn root(&self) -> PathBuf {
         self.base.join("root")
@@ -169,7 +174,7 @@ fn init_steps(
         Some("size=1m,mode=0700"),
     )
     .step("mount the scratch tmpfs")?;
-    for dir in [dirs.layer(), dirs.lower(), dirs.root()] {
+    for dir in [dirs.layer(), dirs.view(), dirs.root()] {
         fs::create_dir(&dir).step("create the mountpoints")?;
     }
     let layer = dirs.layer();
@@ -187,8 +192,27 @@ fn init_steps(
     }
     fs::write(dirs.base.join("empty"), b"").step("create the mask file")?;
 
-    // 4. The template, read-only, as the lower layer.
-    bind(&plan.lower, &dirs.lower(), true).step("bind the template read-only")?;
+    // 4. The template's layers, read-only, as the lower layers, and their union (the view the
+    // changes are measured against).
+    for (i, layer) in plan.lowers.iter().enumerate() {
+        fs::create_dir(dirs.lower(i)).step("create the mountpoints")?;
+        bind(layer, &dirs.lower(i), true).step("bind the template read-only")?;
+    }
+    if plan.lowers.len() == 1 {
+        bind(&dirs.lower(0), &dirs.view(), true).step("bind the template view")?;
+    } else {
+        chdir(&dirs.base).step("enter the state directory")?;
+        let opts = format!("lowerdir={},userxattr", lowerdir(plan.lowers.len()));
+        let merged = mount(
+            Some("envcraft-view"),
+            "view",
+            Some("overlay"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(opts.as_str()),
+        );
+        chdir("/").step("leave the state directory")?;
+        merged.step("merge the template layers")?;
+    }
 
     // 5. The root and everything in it.
     let root = dirs.root();
@@ -213,13 +237,18 @@ fn init_steps(
     // first and serves file tools through the second (resolving beneath it).
     let layer_fd = fs::File::open(&layer).step("open the layer")?;
     let workspace_fd = fs::File::open(below(&root, &plan.workspace)).step("open the workspace")?;
+    let view_fd = fs::File::open(dirs.view()).step("open the template view")?;
     channel
         .send(
             &Report::WorkspaceReady { kind },
-            &[layer_fd.as_raw_fd(), workspace_fd.as_raw_fd()],
+            &[
+                layer_fd.as_raw_fd(),
+                workspace_fd.as_raw_fd(),
+                view_fd.as_raw_fd(),
+            ],
         )
         .step("send the layer")?;
-    drop((layer_fd, workspace_fd));
+    drop((layer_fd, workspace_fd, view_fd));
 
     // 7. Our own hostname and loopback.
     nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
@@ -384,6 +413,15 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
     }
 }
 
+/// The overlay `lowerdir` value for `n` layers bound at `lower0..`, relative to the state
+/// directory (its own path may hold `,` or `:`).
+fn lowerdir(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("lower{i}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// `root` + an absolute sandbox path.
 fn below(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
@@ -468,6 +506,11 @@ fn apply_mount(
             let target = below(root, path);
             make_mountpoint(&target, *dir).step(&format!("create {}", path.display()))?;
             bind(path, &target, true).step(&format!("bind {}", path.display()))
+        }
+        MountStep::BindDirAt { source, target } => {
+            let at = below(root, target);
+            fs::create_dir_all(&at).step(&format!("create {}", target.display()))?;
+            bind(source, &at, true).step(&format!("bind {}", target.display()))
         }
         MountStep::Symlink { path, target } => {
             let link = below(root, path);
@@ -579,17 +622,21 @@ fn mount_workspace(
 ) -> Result<WorkspaceKind, StepError> {
     fs::create_dir_all(target).step("create the workspace mountpoint")?;
     if !writable {
-        bind(&dirs.lower(), target, true).step("bind the workspace read-only")?;
+        bind(&dirs.view(), target, true).step("bind the workspace read-only")?;
         return Ok(WorkspaceKind::ReadOnly);
     }
     // Relative option paths: the state directory's own path may hold `,` or `:`.
     chdir(&dirs.base).step("enter the state directory")?;
+    let opts = format!(
+        "lowerdir={},upperdir=layer/upper,workdir=layer/work,userxattr",
+        lowerdir(plan.lowers.len())
+    );
     let result = mount(
         Some("envcraft-workspace"),
         target,
         Some("overlay"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("lowerdir=lower,upperdir=layer/upper,workdir=layer/work,userxattr"),
+        Some(opts.as_str()),
     );
     chdir("/").step("leave the state directory")?;
     match result {
@@ -597,7 +644,7 @@ fn mount_workspace(
         Err(e) if !plan.required.contains(&Protection::OverlayWorkspace) => {
             tracing::debug!(error = %e, "overlayfs refused; copying the workspace");
             let copy = dirs.layer().join("copy");
-            crate::workspace::copy_tree(&dirs.lower(), &copy)
+            crate::workspace::copy_tree(&dirs.view(), &copy)
                 .map_err(|e| fail("copy the workspace", crate::error::chain(&e)))?;
             bind(&copy, target, false).step("bind the workspace copy")?;
             Ok(WorkspaceKind::Copy)

@@ -84,6 +84,8 @@ pub struct Sandbox {
     layer: Option<OwnedFd>,
     /// The workspace root as the sandbox sees it (for file tools).
     workspace_root: Option<OwnedFd>,
+    /// The union of the template layers, as the workspace started.
+    view: Option<OwnedFd>,
     landlock: Option<LandlockOutcome>,
     next_id: u64,
     /// Reports read while waiting for something else.
@@ -190,6 +192,7 @@ impl Sandbox {
             cgroup_namespace: false,
             layer: None,
             workspace_root: None,
+            view: None,
             landlock: None,
             next_id: 1,
             pending: Vec::new(),
@@ -228,8 +231,14 @@ impl Sandbox {
         mut cgroup: Option<RunCgroup>,
     ) -> Result<Sandbox, SandboxError> {
         let base = state.path().to_path_buf();
+        // The union of the layers (bottom first, upper ones laid over), kept pristine to
+        // measure changes against, and the command's copy of it.
+        let view = base.join("view");
+        for layer in plan.lowers.iter().rev() {
+            workspace::copy_tree(layer, &view)?;
+        }
         let copy = base.join("copy");
-        workspace::copy_tree(&plan.lower, &copy)?;
+        workspace::copy_tree(&view, &copy)?;
         let (tmp, home) = (base.join("tmp"), base.join("home"));
         for d in [&tmp, &home] {
             fs::create_dir(d).map_err(os("create the private tmp"))?;
@@ -249,6 +258,9 @@ impl Sandbox {
         let workspace_root = fs::File::open(&copy)
             .map(OwnedFd::from)
             .map_err(os("open the workspace copy"))?;
+        let view_fd = fs::File::open(&view)
+            .map(OwnedFd::from)
+            .map_err(os("open the template view"))?;
         Ok(Sandbox {
             plan,
             filters,
@@ -263,6 +275,7 @@ impl Sandbox {
             cgroup_namespace: false,
             layer: None,
             workspace_root: Some(workspace_root),
+            view: Some(view_fd),
             landlock: None,
             next_id: 1,
             pending: Vec::new(),
@@ -283,6 +296,7 @@ impl Sandbox {
                 let mut fds = fds.into_iter();
                 self.layer = fds.next();
                 self.workspace_root = fds.next();
+                self.view = fds.next();
             }
             Report::CgroupNamespace { entered } => self.cgroup_namespace = entered,
             Report::SetupFailed {
@@ -342,6 +356,12 @@ impl Sandbox {
         self.landlock
     }
 
+    /// The union of the template layers (a directory descriptor): the workspace's start.
+    pub fn template_view(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
+        self.wait_ready()?;
+        Ok(self.view.as_ref())
+    }
+
     /// The workspace root as the sandbox sees it (a directory descriptor), for file tools.
     pub fn workspace_root(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
         self.wait_ready()?;
@@ -371,11 +391,13 @@ impl Sandbox {
     /// template.
     pub fn changes(&mut self) -> Result<Changes, SandboxError> {
         self.wait_ready()?;
+        let Some(view) = &self.view else {
+            return Ok(Changes::default());
+        };
+        let view = PathBuf::from(format!("/proc/self/fd/{}", view.as_raw_fd()));
         Ok(match self.changes_source() {
-            Some((upper, WorkspaceKind::Overlay)) => {
-                workspace::changes_from_upper(&upper, &self.plan.lower)?
-            }
-            Some((copy, _)) => workspace::changes_between(&self.plan.lower, &copy)?,
+            Some((upper, WorkspaceKind::Overlay)) => workspace::changes_from_upper(&upper, &view)?,
+            Some((copy, _)) => workspace::changes_between(&view, &copy)?,
             None => Changes::default(),
         })
     }
@@ -761,6 +783,7 @@ impl Sandbox {
         self.cgroup = None; // removes the cgroup
         self.layer = None;
         self.workspace_root = None;
+        self.view = None;
         self.state = None; // removes the state directory
     }
 }

@@ -207,31 +207,38 @@ impl Outcome {
     }
 }
 
-/// Plan and run `request` under `policy`, falling back to the no-namespace mode when user
-/// namespaces are refused and the policy does not require them.
-pub fn execute(
-    policy: &Policy,
-    request: &Request,
-    options: &RunOptions,
-) -> Result<Outcome, SandboxError> {
-    let meta =
-        fs::metadata(&request.workspace).map_err(|source| SandboxError::WorkspaceMissing {
-            path: request.workspace.clone(),
+/// The owner of the bottom template layer (an environment's files), after checking that
+/// every layer is a readable directory.
+fn template_owner(layers: &[PathBuf]) -> Result<(u32, u32), SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut owner = (0, 0);
+    for layer in layers {
+        let meta = fs::metadata(layer).map_err(|source| SandboxError::WorkspaceMissing {
+            path: layer.clone(),
             source,
         })?;
-    if !meta.is_dir() {
-        return Err(SandboxError::WorkspaceMissing {
-            path: request.workspace.clone(),
-            source: io::Error::from(io::ErrorKind::NotADirectory),
-        });
+        if !meta.is_dir() {
+            return Err(SandboxError::WorkspaceMissing {
+                path: layer.clone(),
+                source: io::Error::from(io::ErrorKind::NotADirectory),
+            });
+        }
+        owner = (meta.uid(), meta.gid());
     }
+    Ok(owner)
+}
+
+/// Plan `request` under `policy` and start its sandbox, falling back to the no-namespace mode
+/// when user namespaces are refused and the policy does not require them.
+pub fn start(
+    policy: &Policy,
+    request: &Request,
+    state_root: &Path,
+) -> Result<Sandbox, SandboxError> {
+    let owner = template_owner(&request.layers)?;
     let host = probe::HostFacts::read();
-    let owner = {
-        use std::os::unix::fs::MetadataExt;
-        (meta.uid(), meta.gid())
-    };
     let plan = Plan::build(policy, request, &host.as_plan_host(owner))?;
-    match run(&plan, options) {
+    match Sandbox::start(&plan, state_root) {
         Err(SandboxError::NamespacesUnavailable(e))
             if !policy
                 .protections
@@ -245,7 +252,7 @@ pub fn execute(
                 ..request.clone()
             };
             let plan = Plan::build(policy, &fallback, &host.as_plan_host(owner))?;
-            run(&plan, options)
+            Sandbox::start(&plan, state_root)
         }
         Err(SandboxError::NamespacesUnavailable(e)) => {
             Err(SandboxError::Plan(PlanError::RequiredUnavailable {
@@ -258,11 +265,16 @@ pub fn execute(
     }
 }
 
-/// Run a plan's command once in a fresh sandbox: build it, run the command, read the
-/// changes, close it.
-pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
-    let start = Instant::now();
-    let mut sandbox = Sandbox::start(plan, &options.state_root)?;
+/// Run `request`'s command once in a fresh sandbox: build it, run the command, read the
+/// changes, close it (`envcraft exec`).
+pub fn execute(
+    policy: &Policy,
+    request: &Request,
+    options: &RunOptions,
+) -> Result<Outcome, SandboxError> {
+    let begin = Instant::now();
+    let mut sandbox = start(policy, request, &options.state_root)?;
+    let plan = sandbox.plan().clone();
     let result = sandbox.exec(&ExecRequest {
         argv: plan.argv.clone(),
         env: Vec::new(),
@@ -284,7 +296,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<Outcome, SandboxError> {
         stderr: result.stderr,
         stdout_truncated: result.stdout_truncated,
         stderr_truncated: result.stderr_truncated,
-        duration_ms: start.elapsed().as_millis() as u64,
+        duration_ms: begin.elapsed().as_millis() as u64,
         enforced,
         changes,
     })

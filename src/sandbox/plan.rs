@@ -61,8 +61,11 @@ pub struct Host<'a> {
 /// One run's request, after the CLI validated it.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The template directory (canonical, existing).
-    pub workspace: PathBuf,
+    /// The template's layers (canonical, existing directories), topmost first; the workspace
+    /// starts as their union.
+    pub layers: Vec<PathBuf>,
+    /// Host directories shown read-only inside at the given absolute paths (skills).
+    pub binds: Vec<(PathBuf, PathBuf)>,
     pub argv: Vec<String>,
     /// Overrides the policy's wall-clock limit.
     pub timeout_secs: Option<u64>,
@@ -77,6 +80,8 @@ pub struct Request {
 pub enum MountStep {
     /// A read-only, nosuid, nodev bind of a host path at the same place.
     BindReadOnly { path: PathBuf, dir: bool },
+    /// A read-only, nosuid, nodev bind of a host directory at another place.
+    BindDirAt { source: PathBuf, target: PathBuf },
     /// A symlink recreated as it is on the host (e.g. `/bin -> usr/bin`).
     Symlink { path: PathBuf, target: PathBuf },
     /// An empty, read-only directory or file over a path.
@@ -170,7 +175,8 @@ pub struct Plan {
     /// Whether envcraft runs as root.
     pub invoker_is_root: bool,
     pub template_owner: (u32, u32),
-    pub lower: PathBuf,
+    /// The template's layers, topmost first (a task's files over its environment's).
+    pub lowers: Vec<PathBuf>,
     pub workspace: PathBuf,
     pub workspace_writable: bool,
     pub workspace_bytes: u64,
@@ -201,12 +207,17 @@ pub enum PlanError {
     },
     #[error("--timeout must be at least 1 second")]
     ZeroTimeout,
+    #[error("a workspace needs at least one template directory")]
+    NoLayers,
 }
 
 impl Plan {
     pub fn build(policy: &Policy, request: &Request, host: &Host<'_>) -> Result<Plan, PlanError> {
         if request.argv.is_empty() || request.argv[0].is_empty() {
             return Err(PlanError::EmptyCommand);
+        }
+        if request.layers.is_empty() {
+            return Err(PlanError::NoLayers);
         }
         if request.timeout_secs == Some(0) {
             return Err(PlanError::ZeroTimeout);
@@ -244,7 +255,7 @@ impl Plan {
         }
         let fs = &policy.filesystem;
         let (mounts, landlock_fs) = if namespaced {
-            namespaced_root(policy, host)
+            namespaced_root(policy, request, host)
         } else {
             (Vec::new(), host_landlock(policy, host))
         };
@@ -318,7 +329,7 @@ impl Plan {
             },
             invoker_is_root: host.uid == 0,
             template_owner: host.template_owner,
-            lower: request.workspace.clone(),
+            lowers: request.layers.clone(),
             workspace: workspace.clone(),
             workspace_writable: fs.workspace_writable,
             workspace_bytes: limits.workspace_bytes,
@@ -344,7 +355,11 @@ impl Plan {
 }
 
 /// The mounts and Landlock rules of a sandbox with its own mount namespace.
-fn namespaced_root(policy: &Policy, host: &Host<'_>) -> (Vec<MountStep>, LandlockPlan) {
+fn namespaced_root(
+    policy: &Policy,
+    request: &Request,
+    host: &Host<'_>,
+) -> (Vec<MountStep>, LandlockPlan) {
     let fs = &policy.filesystem;
     let mut mounts = Vec::new();
     let mut landlock = LandlockPlan {
@@ -424,6 +439,13 @@ fn namespaced_root(policy: &Policy, host: &Host<'_>) -> (Vec<MountStep>, Landloc
             path: alias.clone(),
         });
         workspace_access.push(alias.clone());
+    }
+    for (source, target) in &request.binds {
+        mounts.push(MountStep::BindDirAt {
+            source: source.clone(),
+            target: target.clone(),
+        });
+        landlock.read_exec.push(target.clone());
     }
     mounts.push(MountStep::ClockShim);
     if let Some(dir) = Path::new(crate::clock_shim::SHIM_PATH).parent() {
@@ -543,7 +565,8 @@ mod tests {
 
     fn request(argv: &[&str]) -> Request {
         Request {
-            workspace: PathBuf::from("/templates/a"),
+            layers: vec![PathBuf::from("/templates/a")],
+            binds: Vec::new(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             timeout_secs: None,
             host_env: vec![
