@@ -10,6 +10,7 @@
 //!   also the machine probe behind `envcraft doctor`.
 //! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
 //!   layer, the copy used where overlayfs is refused, keeping changes for inspection.
+//! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
 //!   `ls`, `glob`, `grep`), their JSON schemas and structured results; every path resolved
 //!   beneath the workspace by the kernel.
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod sandbox;
 pub mod spec;
 pub mod sys;
+pub mod tools;
 pub mod workspace;
 
 pub use error::Error;

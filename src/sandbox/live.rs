@@ -38,10 +38,24 @@ pub struct ExecRequest {
     /// Variables added to (or replacing) the policy's environment.
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
-    /// Give the command envcraft's stdin (else /dev/null).
-    pub inherit_stdin: bool,
+    pub stdin: StdinSource,
     pub output: OutputMode,
 }
+
+/// What a command reads on its standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdinSource {
+    /// `/dev/null`.
+    Null,
+    /// envcraft's own standard input (interactive use).
+    Inherit,
+    /// These bytes, then end of file (at most [`STDIN_BYTES_MAX`]).
+    Bytes(Vec<u8>),
+}
+
+/// The most bytes [`StdinSource::Bytes`] carries: what a pipe holds without a reader, so the
+/// whole input is written before the command starts.
+pub const STDIN_BYTES_MAX: usize = 64 * 1024;
 
 /// How one command ended and what it printed.
 #[derive(Debug, Clone, Default)]
@@ -425,15 +439,26 @@ impl Sandbox {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
         let (err_r, err_w) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
-        let stdin: OwnedFd = if request.inherit_stdin {
-            io::stdin()
+        let stdin: OwnedFd = match &request.stdin {
+            StdinSource::Inherit => io::stdin()
                 .as_fd()
                 .try_clone_to_owned()
-                .map_err(os("duplicate stdin"))?
-        } else {
-            fs::File::open("/dev/null")
+                .map_err(os("duplicate stdin"))?,
+            StdinSource::Null => fs::File::open("/dev/null")
                 .map_err(os("open /dev/null"))?
-                .into()
+                .into(),
+            StdinSource::Bytes(bytes) => {
+                if bytes.len() > STDIN_BYTES_MAX {
+                    return Err(SandboxError::StdinTooLarge(bytes.len()));
+                }
+                let (r, w) =
+                    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
+                let mut w = fs::File::from(w);
+                w.write_all(bytes)
+                    .map_err(os("write the command's input"))?;
+                drop(w);
+                r
+            }
         };
         // The command's own pid, to kill its group at the timeout without the init
         // (no-namespace mode), and its pidfd there.

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use self::cgroup::CgroupError;
 use self::landlock::LandlockOutcome;
-pub use self::live::{ExecRequest, ExecResult, Sandbox};
+pub use self::live::{ExecRequest, ExecResult, Sandbox, StdinSource};
 use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
 use crate::spec::policy::{Policy, Protection};
 use crate::sys;
@@ -71,6 +71,8 @@ pub enum SandboxError {
     },
     #[error("the sandbox's init ended without reporting the command's status")]
     Lost,
+    #[error("a command's input is {0} bytes; at most 65536 can be given")]
+    StdinTooLarge(usize),
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
@@ -279,7 +281,11 @@ pub fn execute(
         argv: plan.argv.clone(),
         env: Vec::new(),
         timeout: Duration::from_secs(plan.wall_time_secs),
-        inherit_stdin: options.inherit_stdin,
+        stdin: if options.inherit_stdin {
+            StdinSource::Inherit
+        } else {
+            StdinSource::Null
+        },
         output: options.output,
     })?;
     let changes = sandbox.changes()?;
