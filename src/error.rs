@@ -2,6 +2,7 @@
 
 use crate::sandbox::SandboxError;
 use crate::spec::policy::PolicyError;
+use crate::verify::VerifyError;
 use crate::workspace::WorkspaceError;
 
 /// Exit codes of `envcraft` itself (a command run by `exec` passes its own through).
@@ -29,8 +30,35 @@ pub enum Error {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
     #[error("cannot write the output")]
     Output(#[source] std::io::Error),
+    #[error(transparent)]
+    Task(Box<crate::spec::TaskError>),
+    #[error(transparent)]
+    Skill(#[from] crate::spec::SkillError),
+    #[error(transparent)]
+    Time(#[from] crate::spec::time::TimeError),
+    #[error(transparent)]
+    Session(Box<crate::session::SessionError>),
+    #[error(transparent)]
+    Trajectory(#[from] crate::session::trajectory::TrajectoryError),
+    #[error("task {0} has no solution.jsonl: give the calls to replay with --actions")]
+    NoTrajectory(std::path::PathBuf),
+}
+
+// Large errors are boxed so that every `Result<_, Error>` stays small.
+impl From<crate::spec::TaskError> for Error {
+    fn from(e: crate::spec::TaskError) -> Self {
+        Error::Task(Box::new(e))
+    }
+}
+
+impl From<crate::session::SessionError> for Error {
+    fn from(e: crate::session::SessionError) -> Self {
+        Error::Session(Box::new(e))
+    }
 }
 
 /// An error and its causes as one line: `a: b: c` (a cause already quoted is not repeated).

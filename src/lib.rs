@@ -10,9 +10,12 @@
 //!   also the machine probe behind `envcraft doctor`.
 //! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
 //!   layer, the copy used where overlayfs is refused, keeping changes for inspection.
+//! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript.
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
 //!   `ls`, `glob`, `grep`), their JSON schemas and structured results; every path resolved
 //!   beneath the workspace by the kernel.
+//! - [`verify`]: verifiers: hash manifests of trees (parallel SHA-256, incremental from the
+//!   overlay's upper layer), `expected.json`, and the checks and reward of a final workspace.
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
@@ -25,9 +28,11 @@ pub mod cli;
 pub mod clock_shim;
 pub mod error;
 pub mod sandbox;
+pub mod session;
 pub mod spec;
 pub mod sys;
 pub mod tools;
+pub mod verify;
 pub mod workspace;
 
 pub use error::Error;

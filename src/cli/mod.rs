@@ -3,6 +3,10 @@
 
 mod doctor;
 mod exec;
+mod run;
+mod shell;
+mod task_args;
+mod tools;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +32,12 @@ pub enum Command {
     Exec(exec::ExecArgs),
     /// Say what this machine can enforce, and which bundled policies can run here.
     Doctor(doctor::DoctorArgs),
+    /// Replay tool calls in a fresh session of a task and report what they did.
+    Run(run::RunArgs),
+    /// Drive a session of a task by hand: type tool calls, see results.
+    Shell(shell::ShellArgs),
+    /// Print the tool schemas an LLM is given for a task.
+    Tools(tools::ToolsArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -35,6 +45,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
     match cli.command {
         Command::Exec(args) => exec::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Shell(args) => shell::run(args),
+        Command::Tools(args) => tools::run(args),
     }
 }
 

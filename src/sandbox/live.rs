@@ -31,6 +31,31 @@ use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
 
+/// A started command, before it is supervised.
+struct Launched {
+    id: u64,
+    out: OwnedFd,
+    err: OwnedFd,
+    direct: Option<(Pid, OwnedFd)>,
+}
+
+/// A command running (or ended) in the background.
+#[derive(Debug)]
+pub struct Background {
+    pub id: u64,
+    pub argv: Vec<String>,
+    out: Option<OwnedFd>,
+    err: Option<OwnedFd>,
+    direct: Option<(Pid, OwnedFd)>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub ended: bool,
+}
+
 /// One command for [`Sandbox::exec`].
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
@@ -106,6 +131,8 @@ pub struct Sandbox {
     pending: Vec<Report>,
     /// The init reported that it serves requests (always true without namespaces).
     ready: bool,
+    /// Commands started with [`Sandbox::spawn`].
+    background: Vec<Background>,
 }
 
 fn append_capped(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> bool {
@@ -211,6 +238,7 @@ impl Sandbox {
             next_id: 1,
             pending: Vec::new(),
             ready: false,
+            background: Vec::new(),
         };
         // From here on, dropping `sandbox` kills the init and cleans up.
         let Backend::Namespaced { channel, .. } = &sandbox.backend else {
@@ -294,6 +322,7 @@ impl Sandbox {
             next_id: 1,
             pending: Vec::new(),
             ready: true,
+            background: Vec::new(),
         })
     }
 
@@ -424,9 +453,9 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Run one command to its end (or its timeout).
-    pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
-        let start = Instant::now();
+    /// Start one command: its id, the read ends of its stdout and stderr, and (without
+    /// namespaces) its pid and pidfd.
+    fn launch(&mut self, request: &ExecRequest) -> Result<Launched, SandboxError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut env = self.plan.env.clone();
@@ -460,8 +489,6 @@ impl Sandbox {
                 r
             }
         };
-        // The command's own pid, to kill its group at the timeout without the init
-        // (no-namespace mode), and its pidfd there.
         let mut direct: Option<(Pid, OwnedFd)> = None;
         match &self.backend {
             Backend::Namespaced { channel, .. } => {
@@ -520,7 +547,132 @@ impl Sandbox {
             }
         }
         drop((out_w, err_w, stdin));
-        self.supervise(id, request, &out_r, &err_r, direct, start)
+        Ok(Launched {
+            id,
+            out: out_r,
+            err: err_r,
+            direct,
+        })
+    }
+
+    /// Run one command to its end (or its timeout).
+    pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
+        let start = Instant::now();
+        let l = self.launch(request)?;
+        self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
+    }
+
+    /// Start a command in the background; its id. Its output is collected as it comes (see
+    /// [`Sandbox::background`]); it is killed at the sandbox's end or by
+    /// [`Sandbox::kill_background`].
+    pub fn spawn(&mut self, request: &ExecRequest) -> Result<u64, SandboxError> {
+        let l = self.launch(request)?;
+        for fd in [&l.out, &l.err] {
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+                .map_err(nix_os("make a pipe non-blocking"))?;
+        }
+        self.background.push(Background {
+            id: l.id,
+            argv: request.argv.clone(),
+            out: Some(l.out),
+            err: Some(l.err),
+            direct: l.direct,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            exit_code: None,
+            signal: None,
+            ended: false,
+        });
+        Ok(l.id)
+    }
+
+    /// The background commands, with everything they printed and how they ended so far.
+    pub fn background(&mut self) -> Result<&[Background], SandboxError> {
+        // Reports waiting on the channel (ends of background commands).
+        loop {
+            let channel = self.channel();
+            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
+                break;
+            }
+            match self.channel().recv() {
+                Ok(Some((report, fds))) => {
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let cap = self.plan.output_bytes as usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        let pending = std::mem::take(&mut self.pending);
+        let mut keep = Vec::new();
+        for report in pending {
+            let target = match &report {
+                Report::Exited { id, .. } | Report::Signaled { id, .. } => {
+                    self.background.iter_mut().find(|b| b.id == *id)
+                }
+                _ => None,
+            };
+            match (target, report) {
+                (Some(b), Report::Exited { code, .. }) => {
+                    b.exit_code = Some(code);
+                    b.ended = true;
+                }
+                (Some(b), Report::Signaled { signal, .. }) => {
+                    b.signal = Some(signal);
+                    b.ended = true;
+                }
+                (_, other) => keep.push(other),
+            }
+        }
+        self.pending = keep;
+        for b in &mut self.background {
+            for (pipe, sink, truncated) in [
+                (&mut b.out, &mut b.stdout, &mut b.stdout_truncated),
+                (&mut b.err, &mut b.stderr, &mut b.stderr_truncated),
+            ] {
+                while let Some(fd) = pipe.as_ref() {
+                    match nix::unistd::read(fd, &mut buf) {
+                        Ok(0) => *pipe = None,
+                        Ok(n) => *truncated |= append_capped(sink, &buf[..n], cap),
+                        Err(nix::errno::Errno::EAGAIN) => break,
+                        Err(_) => *pipe = None,
+                    }
+                }
+            }
+            if let Some((pid, _)) = &b.direct
+                && !b.ended
+            {
+                match waitpid(*pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(_, code)) => {
+                        b.exit_code = Some(code);
+                        b.ended = true;
+                    }
+                    Ok(WaitStatus::Signaled(_, s, _)) => {
+                        b.signal = Some(s as i32);
+                        b.ended = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(&self.background)
+    }
+
+    /// Kill background command `id` and its process group; false if there is none.
+    pub fn kill_background(&mut self, id: u64) -> bool {
+        let Some(b) = self.background.iter().find(|b| b.id == id) else {
+            return false;
+        };
+        if !b.ended {
+            let direct = b.direct.as_ref().map(|(p, _)| *p);
+            self.signal(id, direct, Signal::SIGKILL);
+        }
+        true
     }
 
     /// Ask the sandbox to signal command `id`'s process group.

@@ -1,4 +1,23 @@
 //! The file formats of envcraft, parsed and validated. Each format rejects unknown keys and
-//! reports errors with the key, the line and what was expected.
+//! reports errors with the file, the key, the line and what was expected.
+//!
+//! - [`policy`]: `policies/NAME.toml`, what a sandbox may read, write, reach and spend.
+//! - [`env`]: `workspaces/ENV/` (`env.toml`, `docs.md`, `files/`), an environment.
+//! - [`task`]: `workspaces/ENV/tasks/ID/` (`task.toml`, `files/`, `solution.jsonl`), a task.
+//! - [`skill`]: `skills/NAME/` (`SKILL.md`, `skill.toml`, an executable), a skill.
+//! - [`time`]: [`Timestamp`], the RFC 3339 instants those files hold.
+//!
+//! Loading goes downward: a task loads its environment, an environment its policy and, on
+//! request ([`EnvSpec::check_skills`]), its skills.
 
+pub mod env;
+mod located;
 pub mod policy;
+pub mod skill;
+pub mod task;
+pub mod time;
+
+pub use env::{EnvError, EnvSpec};
+pub use skill::{SkillError, SkillSpec};
+pub use task::{TaskError, TaskSpec};
+pub use time::Timestamp;

@@ -14,7 +14,8 @@ pub fn schema() -> Value {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "A shell command, run with `sh -c` in the workspace."},
-            "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed (at most the environment's limit)."}
+            "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed (at most the environment's limit)."},
+            "background": {"type": "boolean", "description": "Start it and return its id at once; see the process tool."}
         },
         "required": ["command"]
     })
@@ -40,12 +41,7 @@ pub fn call(
         Some(_) => return ToolError::invalid_argument("`command` must be a string").into(),
         None => return ToolError::missing_field("command", "a shell command to run").into(),
     };
-    if obj.get("background").and_then(Value::as_bool) == Some(true) {
-        return ToolError::invalid_argument(
-            "background commands are not available in this environment: run the command in the foreground",
-        )
-        .into();
-    }
+
     let timeout = match obj.get("timeout") {
         None | Some(Value::Null) => limit,
         Some(v) => match v.as_u64() {
@@ -65,6 +61,15 @@ pub fn call(
         stdin: StdinSource::Null,
         output: OutputMode::Capture,
     };
+    if obj.get("background").and_then(Value::as_bool) == Some(true) {
+        return match sandbox.spawn(&request) {
+            Ok(id) => ToolResult::ok(json!({"id": id, "background": true})),
+            Err(e) => {
+                tracing::error!(error = %crate::error::chain(&e), "spawn failed in the sandbox");
+                ToolError::internal("the command could not be started in the sandbox").into()
+            }
+        };
+    }
     match sandbox.exec(&request) {
         Ok(r) => {
             if r.timed_out {

@@ -15,6 +15,7 @@
 pub mod exec;
 pub mod fs;
 pub mod patch;
+pub mod process;
 pub mod result;
 pub mod skill;
 

@@ -1,0 +1,104 @@
+//! `envcraft run TASK --actions TRAJ.jsonl [--json] [--keep DIR]`: replay tool calls in a fresh
+//! session and report what happened.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::task_args::{SessionArgs, TaskArgs};
+use crate::error::Error;
+use crate::session::Session;
+use crate::session::trajectory::{self, Step};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub task: TaskArgs,
+    /// The tool calls to replay (JSONL); default: the task's solution.jsonl.
+    #[arg(long, value_name = "TRAJ.jsonl")]
+    pub actions: Option<PathBuf>,
+    /// Print one JSON object instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Copy the changed files and the transcript to this (new or empty) directory.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+pub fn run(args: RunArgs) -> Result<i32, Error> {
+    let start = Instant::now();
+    let task = args.task.load()?;
+    let actions_path = match (&args.actions, &task.solution) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => return Err(Error::NoTrajectory(task.dir.clone())),
+    };
+    let steps = trajectory::load(&actions_path)?;
+    let options = args.session.options(&args.task)?;
+    let mut session = Session::create(&task, &options)?;
+    let mut actions = Vec::new();
+    for step in steps {
+        match step {
+            Step::Call {
+                tool,
+                args: call_args,
+                turn,
+            } => {
+                while turn.is_some_and(|t| t > session.turn()) {
+                    let prompt = session.next_turn()?;
+                    actions.push(json!({"next_turn": prompt}));
+                    if prompt.is_none() {
+                        break;
+                    }
+                }
+                let result = session.call(&tool, &call_args);
+                actions.push(json!({"tool": tool, "args": call_args, "result": result}));
+            }
+            Step::NextTurn => {
+                let prompt = session.next_turn()?;
+                actions.push(json!({"next_turn": prompt}));
+            }
+        }
+    }
+    let changes = session.changes()?;
+    if let Some(dir) = &args.keep {
+        session.keep_changes(dir)?;
+    }
+    let failed = actions
+        .iter()
+        .filter(|a| a["result"]["ok"] == Value::Bool(false))
+        .count();
+    let report = json!({
+        "task": format!("{}/{}", task.env.name, task.id),
+        "session": session.id(),
+        "actions": actions,
+        "failed_calls": failed,
+        "changes": changes,
+        "enforced": session.enforced(),
+        "duration_ms": start.elapsed().as_millis() as u64,
+    });
+    session.close();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
+        writeln!(out).map_err(Error::Output)?;
+    } else {
+        writeln!(
+            out,
+            "{}: {} calls ({} failed); added {}, modified {}, deleted {}",
+            report["task"].as_str().unwrap_or_default(),
+            report["actions"].as_array().map(Vec::len).unwrap_or(0),
+            failed,
+            changes.added.len(),
+            changes.modified.len(),
+            changes.deleted.len()
+        )
+        .map_err(Error::Output)?;
+    }
+    Ok(0)
+}

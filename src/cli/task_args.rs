@@ -1,0 +1,69 @@
+//! Flags shared by the subcommands that open a task (`run`, `shell`, `tools`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::error::Error;
+use crate::session::SessionOptions;
+use crate::spec::task::TaskSpec;
+use crate::spec::time::Timestamp;
+
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// A task directory, or ENV/TASK_ID under --workspaces.
+    #[arg(value_name = "TASK")]
+    pub task: String,
+    /// Where ENV/TASK_ID is looked up.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_WORKSPACES",
+        default_value = "workspaces"
+    )]
+    pub workspaces: PathBuf,
+    /// Where skills are found (skills/NAME/).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_SKILLS",
+        default_value = "skills"
+    )]
+    pub skills: PathBuf,
+}
+
+/// Flags of the subcommands that start a session.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// The session's start time (RFC 3339), overriding the task's.
+    #[arg(long, value_name = "RFC3339")]
+    pub base_time: Option<String>,
+    /// Where the session's state goes (default: as for exec).
+    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl TaskArgs {
+    pub fn load(&self) -> Result<TaskSpec, Error> {
+        Ok(TaskSpec::resolve(&self.task, &self.workspaces)?)
+    }
+}
+
+impl SessionArgs {
+    pub fn options(&self, task: &TaskArgs) -> Result<SessionOptions, Error> {
+        let base_time = match &self.base_time {
+            Some(text) => Some(Timestamp::parse_rfc3339(text)?.unix_seconds()),
+            None => None,
+        };
+        Ok(SessionOptions {
+            state_root: self
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+            skills_root: task.skills.clone(),
+            base_time,
+            lock_wait: Duration::from_secs(5),
+        })
+    }
+}

@@ -1,0 +1,416 @@
+//! Sessions: one live run of one task. A session owns a private copy-on-write workspace (the
+//! task's files over its environment's), one long-lived sandbox, an action counter that drives
+//! its clock, and a transcript; every tool call goes through [`Session::call`] and returns a
+//! structured result.
+//!
+//! - [`clock`]: `base_time + action_index × step`, never the wall clock;
+//! - [`store`]: the session's directory (atomic state writes, a lock with a bounded wait);
+//! - [`transcript`]: the OpenClaw-shaped JSONL of calls and results.
+//!
+//! No global state: everything a call needs is in its `Session`.
+
+pub mod clock;
+pub mod store;
+pub mod trajectory;
+pub mod transcript;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use self::clock::Clock;
+use self::store::{SessionDir, StoreError};
+use crate::sandbox::plan::Request;
+use crate::sandbox::{self, Enforced, Sandbox, SandboxError};
+use crate::spec::policy::{Policy, PolicyError};
+use crate::spec::skill::{SkillError, SkillSpec};
+use crate::spec::task::TaskSpec;
+use crate::spec::time::Timestamp;
+use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
+use crate::tools::{self, ToolError, ToolResult, WorkspaceRoot};
+use crate::workspace::Changes;
+
+/// Why a session could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the sandbox did not hand over its workspace")]
+    NoWorkspace,
+    #[error("cannot duplicate the workspace descriptor")]
+    Descriptor(#[source] std::io::Error),
+}
+
+/// Where sessions live and what they can reach.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Sessions' directories go below `state_root/sessions/`.
+    pub state_root: PathBuf,
+    /// Where `skills/NAME/` are found.
+    pub skills_root: PathBuf,
+    /// Overrides the task's start time (Unix seconds), for tasks that have none.
+    pub base_time: Option<i64>,
+    /// How long a call waits for the session's lock.
+    pub lock_wait: Duration,
+}
+
+/// What `state.json` holds: enough to know what the session is and where it stands.
+#[derive(Debug, Clone, Serialize)]
+struct State<'a> {
+    version: u32,
+    session_id: &'a str,
+    task: String,
+    policy: &'a str,
+    action_index: u64,
+    turn: usize,
+    clock: Clock,
+    enforced: &'a Enforced,
+}
+
+/// One live run of one task.
+pub struct Session {
+    id: String,
+    dir: SessionDir,
+    task: TaskSpec,
+    policy: Policy,
+    sandbox: Sandbox,
+    root: WorkspaceRoot,
+    clock: Clock,
+    action_index: u64,
+    turn: usize,
+    offered: Vec<String>,
+    skills: Vec<OfferedSkill>,
+    enforced: Enforced,
+    lock_wait: Duration,
+    /// What `process poll` already returned of each background command.
+    offsets: tools::process::Offsets,
+}
+
+/// A fresh session id: 16 hex digits from the OS's random source.
+fn new_id() -> String {
+    let mut bytes = [0u8; 8];
+    if getrandom_fill(&mut bytes).is_err() {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes = ((nanos as u64) ^ (std::process::id() as u64) << 32).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn getrandom_fill(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// The RFC 3339 form of Unix seconds, for transcript timestamps.
+fn rfc3339(unix: i64) -> String {
+    Timestamp::from_unix_seconds(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+impl Session {
+    /// Make a session for `task`: its workspace, its sandbox, its directory and transcript.
+    pub fn create(task: &TaskSpec, options: &SessionOptions) -> Result<Session, SessionError> {
+        let env = &task.env;
+        let policy = env.load_policy()?;
+        let mut binds = Vec::new();
+        let mut skills = Vec::new();
+        for name in &env.skills {
+            let spec = SkillSpec::find(name, &options.skills_root)?;
+            binds.push((spec.dir.clone(), Path::new(SKILLS_MOUNT).join(&spec.name)));
+            skills.push(OfferedSkill {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                schema: spec.schema.clone(),
+                executable: spec.executable.clone(),
+                timeout: Duration::from_secs(spec.timeout_secs),
+            });
+        }
+        let mut layers = Vec::new();
+        if let Some(files) = &task.files {
+            layers.push(files.clone());
+        }
+        layers.push(env.files.clone());
+        let request = Request {
+            layers,
+            binds,
+            argv: vec!["/bin/true".into()],
+            timeout_secs: None,
+            host_env: std::env::vars().collect(),
+            without_namespaces: false,
+        };
+        let mut sandbox = sandbox::start(&policy, &request, &options.state_root)?;
+        let base_unix = options
+            .base_time
+            .unwrap_or_else(|| task.base_time.unwrap_or(env.base_time).unix_seconds());
+        let clock = Clock {
+            base_unix,
+            step_secs: env.time_step_secs,
+        };
+        // One command now: the sandbox is then known to work, and what Landlock enforced is
+        // known (and required protections fail here, not at the agent's first call).
+        let probe = sandbox.exec(&sandbox::ExecRequest {
+            argv: vec!["/bin/true".into()],
+            env: clock.env_at(0),
+            timeout: Duration::from_secs(10),
+            stdin: sandbox::StdinSource::Null,
+            output: sandbox::OutputMode::Capture,
+        })?;
+        if probe.exit_code != Some(0) {
+            return Err(SessionError::Sandbox(SandboxError::Setup {
+                step: "run a first command".into(),
+                errno: 0,
+                detail: String::from_utf8_lossy(&probe.stderr).trim().to_string(),
+            }));
+        }
+        let enforced = sandbox::enforced(&sandbox);
+        let plan = sandbox.plan().clone();
+        let fd = sandbox
+            .workspace_root()?
+            .ok_or(SessionError::NoWorkspace)?
+            .try_clone()
+            .map_err(SessionError::Descriptor)?;
+        let owner = (plan.uid != nix::unistd::geteuid().as_raw()).then_some((plan.uid, plan.gid));
+        // File tools accept the in-sandbox paths of the workspace (also without namespaces,
+        // where commands see the copy at its host path: agents write `/workspace/...`).
+        let root = WorkspaceRoot::new(
+            fd,
+            policy.filesystem.workspace.clone(),
+            policy.filesystem.workspace_aliases.clone(),
+            plan.workspace_writable,
+            owner,
+        );
+        let id = new_id();
+        let dir = SessionDir::create(&options.state_root.join("sessions"), &id)?;
+        let session = Session {
+            id,
+            dir,
+            task: task.clone(),
+            policy,
+            sandbox,
+            root,
+            clock,
+            action_index: 0,
+            turn: 0,
+            offered: env.tools.clone(),
+            skills,
+            enforced,
+            lock_wait: options.lock_wait,
+            offsets: Default::default(),
+        };
+        session.save()?;
+        if let Some(prompt) = task.turns.first() {
+            let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
+            session
+                .dir
+                .append_line("transcript.jsonl", line.to_string().as_bytes())?;
+        }
+        Ok(session)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn action_index(&self) -> u64 {
+        self.action_index
+    }
+
+    pub fn enforced(&self) -> &Enforced {
+        &self.enforced
+    }
+
+    /// The session's directory (state.json, transcript.jsonl).
+    pub fn dir(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// The current turn (0 for the first prompt).
+    pub fn turn(&self) -> usize {
+        self.turn
+    }
+
+    /// The prompt of the current turn.
+    pub fn prompt(&self) -> &str {
+        self.task
+            .turns
+            .get(self.turn)
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    /// Move to the next turn of an intent sequence; its prompt, or `None` after the last.
+    pub fn next_turn(&mut self) -> Result<Option<String>, SessionError> {
+        if self.turn + 1 >= self.task.turns.len() {
+            return Ok(None);
+        }
+        self.turn += 1;
+        let prompt = self.task.turns[self.turn].clone();
+        let line =
+            transcript::user_message(&prompt, &rfc3339(self.clock.unix_at(self.action_index)));
+        self.dir
+            .append_line("transcript.jsonl", line.to_string().as_bytes())?;
+        self.save()?;
+        Ok(Some(prompt))
+    }
+
+    /// The schemas of the tools this session offers, in a stable order.
+    pub fn tool_schemas(&self) -> Vec<(String, String, Value)> {
+        offered_schemas(&self.offered, &self.skills)
+    }
+
+    fn save(&self) -> Result<(), SessionError> {
+        let state = State {
+            version: 1,
+            session_id: &self.id,
+            task: self.task.dir.display().to_string(),
+            policy: &self.policy.name,
+            action_index: self.action_index,
+            turn: self.turn,
+            clock: self.clock,
+            enforced: &self.enforced,
+        };
+        let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
+        self.dir.write_atomic("state.json", &bytes)?;
+        Ok(())
+    }
+
+    /// Call `tool` with `args`: the result the agent sees, with the call's `action_index`.
+    /// Never fails: every problem is a structured error result.
+    pub fn call(&mut self, tool: &str, args: &Value) -> Value {
+        let _lock = match self.dir.lock(self.lock_wait) {
+            Ok(lock) => lock,
+            Err(StoreError::LockTimeout(_)) => {
+                return ToolResult::from(ToolError::lock_timeout(
+                    "the session is busy with another call: retry later",
+                ))
+                .to_json();
+            }
+            Err(e) => {
+                tracing::error!(session = %self.id, error = %crate::error::chain(&e), "cannot lock");
+                return ToolResult::from(ToolError::internal("the session cannot be used"))
+                    .to_json();
+            }
+        };
+        let index = self.action_index;
+        let now = self.clock.at(index);
+        let stamp = rfc3339(self.clock.unix_at(index));
+        let result = if !self.offered.iter().any(|t| t == tool) {
+            ToolError::invalid_argument(format!(
+                "unknown tool `{}`: this environment offers {}",
+                tool.chars().take(64).collect::<String>(),
+                self.offered.join(", ")
+            ))
+            .into()
+        } else {
+            let limit = Duration::from_secs(self.sandbox.plan().wall_time_secs);
+            match tool {
+                "exec" => {
+                    tools::exec::call(&mut self.sandbox, args, self.clock.env_at(index), limit)
+                }
+                "process" => tools::process::call(&mut self.sandbox, &mut self.offsets, args),
+                "skill" => tools::skill::call(
+                    &mut self.sandbox,
+                    &self.skills,
+                    args,
+                    self.clock.env_at(index),
+                ),
+                _ => tools::call(&self.root, tool, args, now),
+            }
+        };
+        self.action_index += 1;
+        let mut json = result.to_json();
+        if let Value::Object(map) = &mut json {
+            map.insert("action_index".into(), json!(index));
+        }
+        let is_error = !result.is_ok();
+        let lines = [
+            transcript::tool_call(index, tool, args, &stamp),
+            transcript::tool_result(index, tool, &json, is_error, &stamp),
+        ];
+        for line in lines {
+            if let Err(e) = self
+                .dir
+                .append_line("transcript.jsonl", line.to_string().as_bytes())
+            {
+                tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
+            }
+        }
+        if let Err(e) = self.save() {
+            tracing::error!(session = %self.id, error = %crate::error::chain(&e), "state");
+        }
+        json
+    }
+
+    /// The workspace's changes so far.
+    pub fn changes(&mut self) -> Result<Changes, SessionError> {
+        Ok(self.sandbox.changes()?)
+    }
+
+    /// Copy the changed files out (see `--keep`).
+    pub fn keep_changes(&mut self, out: &Path) -> Result<(), SessionError> {
+        let changes = self.sandbox.changes()?;
+        self.sandbox.keep_changes(&changes, out)?;
+        let transcript = self.dir.path.join("transcript.jsonl");
+        let _ = std::fs::copy(transcript, out.join("transcript.jsonl"));
+        Ok(())
+    }
+
+    /// End the session: its processes, mounts, cgroup and directory.
+    pub fn close(self) {
+        self.sandbox.close();
+        self.dir.remove();
+    }
+}
+
+/// The schemas of `offered` tools (built-in ones, `exec`, and `skill` over `skills`), as
+/// (name, description, JSON schema of the arguments).
+pub fn offered_schemas(
+    offered: &[String],
+    skills: &[OfferedSkill],
+) -> Vec<(String, String, Value)> {
+    let builtin = tools::schemas();
+    let mut out = Vec::new();
+    for name in offered {
+        match name.as_str() {
+            "exec" => out.push((
+                "exec".into(),
+                "Run a shell command (sh -c) in the workspace; returns exit code, stdout and stderr.".into(),
+                tools::exec::schema(),
+            )),
+            "process" => out.push((
+                "process".into(),
+                "List, poll, read the log of, or kill the commands started with exec {background: true}.".into(),
+                tools::process::schema(),
+            )),
+            "skill" if !skills.is_empty() => {
+                let list: Vec<String> = skills
+                    .iter()
+                    .map(|s| format!("{}: {}", s.name, s.description))
+                    .collect();
+                out.push((
+                    "skill".into(),
+                    format!("Run one of this environment's skills with JSON arguments. Skills: {}", list.join("; ")),
+                    tools::skill::schema(skills),
+                ));
+            }
+            other => {
+                if let Some(s) = builtin.iter().find(|s| s.name == other) {
+                    out.push((s.name.to_string(), s.description.to_string(), s.parameters.clone()));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,158 @@
+//! A session's directory on disk: its state written atomically (temp file, fsync, rename) under
+//! a file lock taken with a bounded wait, and its transcript appended line by line.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+/// Why the session directory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("session {0} is busy: its lock was not released within the wait")]
+    LockTimeout(String),
+}
+
+fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The directory of one session.
+#[derive(Debug, Clone)]
+pub struct SessionDir {
+    pub path: PathBuf,
+}
+
+/// A held session lock; released on drop.
+pub struct SessionLock {
+    _lock: Flock<File>,
+}
+
+impl SessionDir {
+    /// Create the directory (mode 0700) for session `id` under `root`.
+    pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
+        let path = root.join(id);
+        fs::create_dir_all(root).map_err(write_err(root))?;
+        fs::create_dir(&path).map_err(write_err(&path))?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
+        Ok(SessionDir { path })
+    }
+
+    /// Take the session's lock, waiting at most `wait`.
+    pub fn lock(&self, wait: Duration) -> Result<SessionLock, StoreError> {
+        let path = self.path.join("lock");
+        let deadline = Instant::now() + wait;
+        loop {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(write_err(&path))?;
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(SessionLock { _lock: lock }),
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let id = self
+                        .path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    return Err(StoreError::LockTimeout(id));
+                }
+                Err((_, e)) => return Err(write_err(&path)(e.into())),
+            }
+        }
+    }
+
+    /// Replace `name` with `bytes` atomically: a reader sees the old content or the new, never
+    /// a part, even if the process dies mid-write.
+    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let target = self.path.join(name);
+        let temp = self.path.join(format!(".{name}.tmp"));
+        let mut file = File::create(&temp).map_err(write_err(&temp))?;
+        file.write_all(bytes).map_err(write_err(&temp))?;
+        file.sync_all().map_err(write_err(&temp))?;
+        drop(file);
+        fs::rename(&temp, &target).map_err(write_err(&target))?;
+        File::open(&self.path)
+            .and_then(|dir| nix::unistd::fsync(dir.as_fd()).map_err(io::Error::from))
+            .map_err(write_err(&self.path))?;
+        Ok(())
+    }
+
+    /// Append one line to `name` and flush it to disk.
+    pub fn append_line(&self, name: &str, line: &[u8]) -> Result<(), StoreError> {
+        let path = self.path.join(name);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(write_err(&path))?;
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        file.write_all(&buf).map_err(write_err(&path))?;
+        file.sync_data().map_err(write_err(&path))?;
+        Ok(())
+    }
+
+    /// Remove the directory and everything in it.
+    pub fn remove(&self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_content() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "s1").unwrap();
+        dir.write_atomic("state.json", b"{\"a\":1}").unwrap();
+        dir.write_atomic("state.json", b"{\"a\":2}").unwrap();
+        assert_eq!(fs::read(dir.path.join("state.json")).unwrap(), b"{\"a\":2}");
+        assert!(!dir.path.join(".state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_second_lock_times_out_and_is_granted_after_release() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "s2").unwrap();
+        let held = dir.lock(Duration::from_millis(10)).unwrap();
+        let other = dir.lock(Duration::from_millis(30));
+        assert!(matches!(other, Err(StoreError::LockTimeout(ref id)) if id == "s2"));
+        drop(held);
+        assert!(dir.lock(Duration::from_millis(10)).is_ok());
+    }
+
+    #[test]
+    fn lines_are_appended_in_order() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "s3").unwrap();
+        dir.append_line("t.jsonl", b"1").unwrap();
+        dir.append_line("t.jsonl", b"2").unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path.join("t.jsonl")).unwrap(),
+            "1\n2\n"
+        );
+    }
+}

@@ -1,0 +1,1031 @@
+//! Tasks: one job in an environment, a directory `workspaces/ENV/tasks/ID/` holding
+//! `task.toml` (the intent, the verifier, where an imported task came from), optionally
+//! `files/` (laid over the environment's files to make the task's initial workspace) and
+//! optionally `solution.jsonl` (a reference trajectory, one tool call per line).
+//!
+//! ```toml
+//! prompt = "Collect the action items ..."   # or, for a sequence of intents:
+//! # [[turns]]
+//! # prompt = "First ..."
+//! # [[turns]]
+//! # prompt = "Then ..."
+//! base_time = "2026-03-04T16:30:00+01:00"   # optional; overrides the environment's
+//!
+//! [verifier]
+//! kind = "hybrid"             # "manifest" | "command" | "hybrid"
+//! command = "python3 check.py"  # command and hybrid only
+//! timeout_secs = 120          # command and hybrid only; default 120
+//! extra = "deny"              # manifest and hybrid: may files beyond the expected ones exist?
+//! all_or_nothing = false      # a reward of 0 or 1 only
+//! weights = { manifest = 0.5, command = 0.5 }   # hybrid only
+//!
+//! [source]                    # optional, for imported tasks
+//! origin = "..."
+//! id = "..."
+//! license = "..."
+//! ```
+//!
+//! A line of `solution.jsonl` is `{"tool": NAME, "args": {...}}`, with `"turn": N` (0-based,
+//! never decreasing, default 0) saying which turn's prompt the call answers; the tool must be
+//! one the environment offers.
+
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toml::Spanned;
+
+use super::env::{self, EnvError, EnvSpec};
+use super::located::{self, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
+use super::time::Timestamp;
+
+/// A command verifier's time limit when `task.toml` does not say.
+pub const DEFAULT_VERIFIER_TIMEOUT_SECS: u64 = 120;
+/// The largest time limit of a verifier command.
+pub const MAX_VERIFIER_TIMEOUT_SECS: u64 = 86_400;
+
+/// Why a task could not be loaded or found.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error("no task `{arg}`: tried {tried}; expected a task directory or ENV/TASK_ID")]
+    NotFound {
+        arg: String,
+        /// Each place tried and why it did not do, `; `-separated.
+        tried: String,
+    },
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file or directory of the task's layout is missing, misplaced or of the wrong kind.
+    #[error("{path} {problem}; expected {expected}")]
+    Layout {
+        path: PathBuf,
+        problem: String,
+        expected: String,
+    },
+    #[error("{file}, line {line}, column {column}{}: {message}", key_part(.key))]
+    Syntax {
+        file: PathBuf,
+        key: Option<String>,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{file}, line {line}: `{key}` {problem}; expected {expected}")]
+    Invalid {
+        file: PathBuf,
+        key: String,
+        line: usize,
+        problem: String,
+        expected: String,
+    },
+    #[error("{file}, line {line}: {problem}; expected {expected}")]
+    Solution {
+        file: PathBuf,
+        line: usize,
+        problem: String,
+        expected: String,
+    },
+}
+
+/// A loaded, validated task, with its environment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskSpec {
+    /// The task directory's name.
+    pub id: String,
+    pub env: EnvSpec,
+    /// The prompts in order: one for `prompt`, one per `[[turns]]` table; none empty.
+    pub turns: Vec<String>,
+    /// Overrides [`EnvSpec::base_time`] when set.
+    pub base_time: Option<Timestamp>,
+    /// `dir/files` when it exists: laid over [`EnvSpec::files`].
+    pub files: Option<PathBuf>,
+    /// `dir/solution.jsonl` when it exists (checked at load; [`TaskSpec::solution_steps`]).
+    pub solution: Option<PathBuf>,
+    pub verifier: VerifierSpec,
+    /// The task's directory, absolute and canonical.
+    pub dir: PathBuf,
+    pub source: Option<Source>,
+}
+
+/// How the final workspace becomes a reward.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerifierSpec {
+    pub kind: VerifierKind,
+    /// The check to run: set exactly for `command` and `hybrid`.
+    pub command: Option<String>,
+    /// The command's time limit (kept at the default for `manifest`, where it is unused).
+    pub timeout_secs: u64,
+    /// Whether files beyond the expected ones are tolerated (manifest and hybrid).
+    pub extra: ExtraFiles,
+    /// A reward of 0 or 1 only, no partial credit.
+    pub all_or_nothing: bool,
+    /// How the two parts of a `hybrid` verifier add up: set exactly for `hybrid`.
+    pub weights: Option<Weights>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifierKind {
+    /// Compare the final workspace with the expected one, file by file, by hash.
+    Manifest,
+    /// Run a command over the final workspace; its result is the reward.
+    Command,
+    /// Both, weighted.
+    Hybrid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtraFiles {
+    /// Files the expected workspace does not have are ignored.
+    Allow,
+    /// Files the expected workspace does not have count against the reward.
+    Deny,
+}
+
+/// The weights of a hybrid verifier's parts: non-negative, with a positive sum.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    pub manifest: f64,
+    pub command: f64,
+}
+
+/// Where an imported task came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Source {
+    /// The benchmark or dataset, such as a URL or a project name.
+    pub origin: String,
+    /// The task's id there.
+    pub id: String,
+    /// The license the task is used under (an SPDX identifier where there is one).
+    pub license: String,
+}
+
+/// One call of a reference trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolutionStep {
+    /// The index of the turn whose prompt this call answers.
+    #[serde(default)]
+    pub turn: usize,
+    pub tool: String,
+    /// The tool's arguments: a JSON object.
+    pub args: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    #[serde(default)]
+    prompt: Option<Spanned<String>>,
+    #[serde(default)]
+    turns: Option<Spanned<Vec<RawTurn>>>,
+    #[serde(default)]
+    base_time: Option<Spanned<toml::Value>>,
+    verifier: Spanned<RawVerifier>,
+    #[serde(default)]
+    source: Option<RawSource>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurn {
+    prompt: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerifier {
+    kind: VerifierKind,
+    #[serde(default)]
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    timeout_secs: Option<Spanned<i64>>,
+    #[serde(default)]
+    extra: Option<Spanned<ExtraFiles>>,
+    #[serde(default)]
+    all_or_nothing: bool,
+    #[serde(default)]
+    weights: Option<Spanned<RawWeights>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWeights {
+    manifest: Spanned<f64>,
+    command: Spanned<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    origin: Spanned<String>,
+    id: Spanned<String>,
+    license: Spanned<String>,
+}
+
+impl TaskSpec {
+    /// Load the task in `task_dir` and its environment, `task_dir/../..` (the layout is
+    /// `ENV/tasks/ID/`).
+    pub fn load(task_dir: impl AsRef<Path>) -> Result<TaskSpec, TaskError> {
+        let given = task_dir.as_ref();
+        let dir = std::fs::canonicalize(given).map_err(|source| TaskError::Read {
+            path: given.to_path_buf(),
+            source,
+        })?;
+        if !dir.join("task.toml").is_file() {
+            return Err(TaskError::Layout {
+                path: dir,
+                problem: "has no task.toml".into(),
+                expected: "a task directory, ENV/tasks/ID/, holding task.toml".into(),
+            });
+        }
+        let env_dir = dir
+            .parent()
+            .filter(|tasks| tasks.file_name().is_some_and(|n| n == "tasks"))
+            .and_then(Path::parent)
+            .ok_or_else(|| TaskError::Layout {
+                path: dir.clone(),
+                problem: "is not inside a `tasks` directory".into(),
+                expected: "a task directory at ENV/tasks/ID/, beside ENV/env.toml".into(),
+            })?;
+        let env = EnvSpec::load(env_dir)?;
+        TaskSpec::load_in(env, dir)
+    }
+
+    /// Find and load a task named by `arg`: a task directory's path, or `ENV/TASK_ID` for
+    /// `workspaces_root/ENV/tasks/TASK_ID/`. When neither is a task, the error lists each
+    /// place tried.
+    pub fn resolve(arg: &str, workspaces_root: impl AsRef<Path>) -> Result<TaskSpec, TaskError> {
+        let root = workspaces_root.as_ref();
+        let mut candidates = vec![PathBuf::from(arg)];
+        let parts: Vec<&str> = arg.trim_end_matches('/').split('/').collect();
+        if let [env_name, task_id] = parts[..]
+            && located::is_plain_name(env_name)
+            && located::is_plain_name(task_id)
+        {
+            candidates.push(root.join(env_name).join("tasks").join(task_id));
+        }
+        let mut tried = Vec::new();
+        for candidate in candidates {
+            if candidate.join("task.toml").is_file() {
+                return TaskSpec::load(&candidate);
+            }
+            let why = if candidate.is_dir() {
+                "no task.toml there"
+            } else if candidate.exists() {
+                "not a directory"
+            } else {
+                "does not exist"
+            };
+            tried.push(format!("{} ({why})", candidate.display()));
+        }
+        Err(TaskError::NotFound {
+            arg: arg.to_string(),
+            tried: tried.join("; "),
+        })
+    }
+
+    /// The session clock at action 0: the task's `base_time`, else the environment's.
+    pub fn effective_base_time(&self) -> Timestamp {
+        self.base_time.unwrap_or(self.env.base_time)
+    }
+
+    /// The reference trajectory, or an empty one when the task has none.
+    pub fn solution_steps(&self) -> Result<Vec<SolutionStep>, TaskError> {
+        match &self.solution {
+            None => Ok(Vec::new()),
+            Some(path) => read_solution(path, &self.env, self.turns.len()),
+        }
+    }
+
+    /// Load the task in the canonical directory `dir` of the already loaded `env`.
+    fn load_in(env: EnvSpec, dir: PathBuf) -> Result<TaskSpec, TaskError> {
+        let id = located::dir_name(&dir).unwrap_or_default();
+        if !located::is_plain_name(&id) {
+            return Err(TaskError::Layout {
+                path: dir,
+                problem: "is not named as a task id".into(),
+                expected: format!("a directory name of {PLAIN_NAME}"),
+            });
+        }
+        let file = dir.join("task.toml");
+        let text = std::fs::read_to_string(&file).map_err(|source| TaskError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let toml = TomlFile {
+            path: &file,
+            text: &text,
+        };
+        let raw: RawTask = toml.parse().map_err(|p| syntax(&file, p))?;
+        let check = Check { toml: &toml };
+
+        let turns = match (&raw.prompt, &raw.turns) {
+            (Some(prompt), None) => vec![check.prompt("prompt", prompt)?],
+            (None, Some(turns)) => {
+                if turns.get_ref().is_empty() {
+                    return Err(check.invalid(
+                        "turns",
+                        turns.span(),
+                        "is empty".into(),
+                        "at least one `[[turns]]` table with a `prompt`",
+                    ));
+                }
+                turns
+                    .get_ref()
+                    .iter()
+                    .map(|t| check.prompt("turns.prompt", &t.prompt))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            (Some(_), Some(turns)) => {
+                return Err(check.invalid(
+                    "turns",
+                    turns.span(),
+                    "is given along with `prompt`".into(),
+                    "either `prompt = \"...\"` for one intent or `[[turns]]` tables for a sequence, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(TaskError::Invalid {
+                    file: file.clone(),
+                    key: "prompt".into(),
+                    line: 1,
+                    problem: "is missing".into(),
+                    expected: "`prompt = \"...\"` or `[[turns]]` tables each with a `prompt`"
+                        .into(),
+                });
+            }
+        };
+
+        let base_time = raw
+            .base_time
+            .as_ref()
+            .map(|value| {
+                env::base_time(value).map_err(|(problem, expected)| {
+                    check.invalid("base_time", value.span(), problem, expected)
+                })
+            })
+            .transpose()?;
+
+        let verifier = check.verifier(&raw.verifier)?;
+
+        let source = raw
+            .source
+            .as_ref()
+            .map(|s| {
+                Ok::<_, TaskError>(Source {
+                    origin: check.non_empty("source.origin", &s.origin)?,
+                    id: check.non_empty("source.id", &s.id)?,
+                    license: check.non_empty("source.license", &s.license)?,
+                })
+            })
+            .transpose()?;
+
+        let files_dir = dir.join("files");
+        let files = if files_dir.is_dir() {
+            Some(files_dir)
+        } else if files_dir.exists() {
+            return Err(TaskError::Layout {
+                path: files_dir,
+                problem: "is not a directory".into(),
+                expected: "a directory of files laid over the environment's (or nothing)".into(),
+            });
+        } else {
+            None
+        };
+
+        let solution_path = dir.join("solution.jsonl");
+        let solution = if solution_path.is_file() {
+            read_solution(&solution_path, &env, turns.len())?;
+            Some(solution_path)
+        } else if solution_path.exists() {
+            return Err(TaskError::Layout {
+                path: solution_path,
+                problem: "is not a file".into(),
+                expected: "a JSONL file of tool calls (or nothing)".into(),
+            });
+        } else {
+            None
+        };
+
+        Ok(TaskSpec {
+            id,
+            env,
+            turns,
+            base_time,
+            files,
+            solution,
+            verifier,
+            dir,
+            source,
+        })
+    }
+}
+
+impl EnvSpec {
+    /// Every task of the environment (see [`EnvSpec::task_ids`]), loaded, sorted by id.
+    /// Defined here rather than in `env` so that `env` does not depend on `task`.
+    pub fn tasks(&self) -> Result<Vec<TaskSpec>, TaskError> {
+        self.task_ids()?
+            .into_iter()
+            .map(|id| TaskSpec::load_in(self.clone(), self.dir.join("tasks").join(id)))
+            .collect()
+    }
+}
+
+/// Read and check a reference trajectory against the environment's tools and the task's turns.
+fn read_solution(path: &Path, env: &EnvSpec, turns: usize) -> Result<Vec<SolutionStep>, TaskError> {
+    const STEP: &str =
+        "a JSON object {\"tool\": NAME, \"args\": {...}} with an optional \"turn\": N";
+    let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let fail = |line: usize, problem: String, expected: &str| TaskError::Solution {
+        file: path.to_path_buf(),
+        line,
+        problem,
+        expected: expected.to_string(),
+    };
+    let mut steps: Vec<SolutionStep> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let step: SolutionStep = serde_json::from_str(line)
+            .map_err(|e| fail(number, format!("column {}: {e}", e.column()), STEP))?;
+        if !env.offers_tool(&step.tool) {
+            return Err(fail(
+                number,
+                format!(
+                    "calls `{}`, which the environment does not offer",
+                    step.tool
+                ),
+                &format!("one of the environment's tools: {}", env.tools.join(", ")),
+            ));
+        }
+        if !step.args.is_object() {
+            return Err(fail(
+                number,
+                format!("`args` is {}", step.args),
+                "the tool's arguments as a JSON object",
+            ));
+        }
+        if step.turn >= turns {
+            return Err(fail(
+                number,
+                format!("`turn` is {}, but the task has {turns} turn(s)", step.turn),
+                &format!("a turn index from 0 to {}", turns - 1),
+            ));
+        }
+        if let Some(previous) = steps.last()
+            && step.turn < previous.turn
+        {
+            return Err(fail(
+                number,
+                format!("`turn` goes back from {} to {}", previous.turn, step.turn),
+                "calls in the order of the turns they answer",
+            ));
+        }
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+fn syntax(file: &Path, p: SyntaxProblem) -> TaskError {
+    TaskError::Syntax {
+        file: file.to_path_buf(),
+        key: p.key,
+        line: p.line,
+        column: p.column,
+        message: p.message,
+    }
+}
+
+struct Check<'a> {
+    toml: &'a TomlFile<'a>,
+}
+
+impl Check<'_> {
+    fn invalid(&self, key: &str, span: Range<usize>, problem: String, expected: &str) -> TaskError {
+        TaskError::Invalid {
+            file: self.toml.path.to_path_buf(),
+            key: key.to_string(),
+            line: self.toml.line(&span),
+            problem,
+            expected: expected.to_string(),
+        }
+    }
+
+    fn non_empty(&self, key: &str, value: &Spanned<String>) -> Result<String, TaskError> {
+        if value.get_ref().trim().is_empty() {
+            return Err(self.invalid(key, value.span(), "is empty".into(), "a non-empty string"));
+        }
+        Ok(value.get_ref().clone())
+    }
+
+    fn prompt(&self, key: &str, value: &Spanned<String>) -> Result<String, TaskError> {
+        if value.get_ref().trim().is_empty() {
+            return Err(self.invalid(
+                key,
+                value.span(),
+                "is empty".into(),
+                "the request the agent is given, as non-empty text",
+            ));
+        }
+        Ok(value.get_ref().clone())
+    }
+
+    fn verifier(&self, raw: &Spanned<RawVerifier>) -> Result<VerifierSpec, TaskError> {
+        let v = raw.get_ref();
+        let kind = v.kind;
+        let kind_name = match kind {
+            VerifierKind::Manifest => "manifest",
+            VerifierKind::Command => "command",
+            VerifierKind::Hybrid => "hybrid",
+        };
+        let runs_command = kind != VerifierKind::Manifest;
+        let unused = |key: &str, span: Range<usize>, applies: &str| {
+            self.invalid(
+                key,
+                span,
+                format!("is set but the verifier's kind is `{kind_name}`"),
+                &format!("`{key}` only with kind {applies}"),
+            )
+        };
+
+        let command = match (&v.command, runs_command) {
+            (Some(c), true) => Some(self.non_empty("verifier.command", c)?),
+            (None, true) => {
+                return Err(self.invalid(
+                    "verifier.command",
+                    raw.span(),
+                    format!("is missing, which kind `{kind_name}` needs"),
+                    "`command = \"...\"`: the check to run over the final workspace",
+                ));
+            }
+            (Some(c), false) => {
+                return Err(unused(
+                    "verifier.command",
+                    c.span(),
+                    "`command` or `hybrid`",
+                ));
+            }
+            (None, false) => None,
+        };
+
+        let timeout_secs = match &v.timeout_secs {
+            None => DEFAULT_VERIFIER_TIMEOUT_SECS,
+            Some(t) if !runs_command => {
+                return Err(unused(
+                    "verifier.timeout_secs",
+                    t.span(),
+                    "`command` or `hybrid`",
+                ));
+            }
+            Some(t) => {
+                let secs = *t.get_ref();
+                if !(1..=MAX_VERIFIER_TIMEOUT_SECS as i64).contains(&secs) {
+                    return Err(self.invalid(
+                        "verifier.timeout_secs",
+                        t.span(),
+                        format!("is {secs}"),
+                        &format!("an integer from 1 to {MAX_VERIFIER_TIMEOUT_SECS}"),
+                    ));
+                }
+                secs as u64
+            }
+        };
+
+        let extra = match &v.extra {
+            None => ExtraFiles::Allow,
+            Some(e) if kind == VerifierKind::Command => {
+                return Err(unused("verifier.extra", e.span(), "`manifest` or `hybrid`"));
+            }
+            Some(e) => *e.get_ref(),
+        };
+
+        let weights = match (&v.weights, kind) {
+            (None, VerifierKind::Hybrid) => Some(Weights {
+                manifest: 0.5,
+                command: 0.5,
+            }),
+            (Some(w), VerifierKind::Hybrid) => {
+                let raw_weights = w.get_ref();
+                for (key, value) in [
+                    ("verifier.weights.manifest", &raw_weights.manifest),
+                    ("verifier.weights.command", &raw_weights.command),
+                ] {
+                    let x = *value.get_ref();
+                    if !x.is_finite() || x < 0.0 {
+                        return Err(self.invalid(
+                            key,
+                            value.span(),
+                            format!("is {x}"),
+                            "a finite, non-negative weight",
+                        ));
+                    }
+                }
+                let weights = Weights {
+                    manifest: *raw_weights.manifest.get_ref(),
+                    command: *raw_weights.command.get_ref(),
+                };
+                if weights.manifest + weights.command <= 0.0 {
+                    return Err(self.invalid(
+                        "verifier.weights",
+                        w.span(),
+                        "sums to 0".into(),
+                        "weights with a positive sum",
+                    ));
+                }
+                Some(weights)
+            }
+            (Some(w), _) => return Err(unused("verifier.weights", w.span(), "`hybrid`")),
+            (None, _) => None,
+        };
+
+        Ok(VerifierSpec {
+            kind,
+            command,
+            timeout_secs,
+            extra,
+            all_or_nothing: v.all_or_nothing,
+            weights,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::spec::located::fixture::{Example, repo};
+    use crate::spec::time::Weekday;
+
+    /// An extract-todos copy whose task.toml is replaced by `text`.
+    fn load_text(text: &str) -> (Example, Result<TaskSpec, TaskError>) {
+        let ex = Example::new();
+        std::fs::write(ex.task_dir("extract-todos").join("task.toml"), text).unwrap();
+        let result = TaskSpec::load(ex.task_dir("extract-todos"));
+        (ex, result)
+    }
+
+    fn invalid_key(err: &TaskError) -> (&str, usize) {
+        match err {
+            TaskError::Invalid { key, line, .. } => (key, *line),
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    const MANIFEST: &str = "\n[verifier]\nkind = \"manifest\"\n";
+
+    #[test]
+    fn the_example_tasks_load() {
+        let env_dir = repo().join("workspaces/example");
+        let task = TaskSpec::load(env_dir.join("tasks/extract-todos")).unwrap();
+        assert_eq!(task.id, "extract-todos");
+        assert_eq!(task.env.name, "example");
+        assert_eq!(task.turns.len(), 1);
+        assert!(task.turns[0].starts_with("Please go through the emails in inbox/"));
+        assert!(task.turns[0].ends_with("change nothing else."));
+        assert_eq!(task.base_time, None);
+        assert_eq!(task.effective_base_time(), task.env.base_time);
+        assert_eq!(task.files, None);
+        assert_eq!(task.source, None);
+        assert_eq!(
+            task.verifier,
+            VerifierSpec {
+                kind: VerifierKind::Manifest,
+                command: None,
+                timeout_secs: DEFAULT_VERIFIER_TIMEOUT_SECS,
+                extra: ExtraFiles::Deny,
+                all_or_nothing: false,
+                weights: None,
+            }
+        );
+        let steps = task.solution_steps().unwrap();
+        assert_eq!(steps.len(), 5);
+        assert_eq!(steps[0].tool, "read");
+        assert_eq!(steps[0].args["path"], "inbox/1.txt");
+        let last = steps.last().unwrap();
+        assert_eq!(last.tool, "write");
+        assert_eq!(last.args["path"], "notes/todo.md");
+        // The reference answer adds exactly the ACTION lines, in order, to the to-do list.
+        let content = last.args["content"].as_str().unwrap();
+        for n in 1..=3 {
+            let email =
+                std::fs::read_to_string(env_dir.join(format!("files/inbox/{n}.txt"))).unwrap();
+            for action in email.lines().filter_map(|l| l.strip_prefix("ACTION: ")) {
+                assert!(content.contains(&format!("- [ ] {action}\n")), "{action}");
+            }
+        }
+
+        let task = TaskSpec::load(env_dir.join("tasks/archive-read-mail")).unwrap();
+        assert_eq!(task.turns.len(), 2);
+        assert!(task.turns[1].contains("archive/"));
+        let start = task.effective_base_time();
+        assert_eq!(start.to_string(), "2026-03-06T16:30:00Z");
+        assert_eq!(start.weekday(), Weekday::Friday);
+        let steps = task.solution_steps().unwrap();
+        assert_eq!(steps.iter().map(|s| s.turn).max(), Some(1));
+        assert!(steps.iter().any(|s| {
+            s.tool == "exec"
+                && s.args["command"]
+                    .as_str()
+                    .unwrap()
+                    .contains("mv inbox/1.txt inbox/3.txt archive/")
+        }));
+
+        let ids: Vec<_> = task
+            .env
+            .tasks()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(ids, ["archive-read-mail", "extract-todos"]);
+    }
+
+    #[test]
+    fn a_task_resolves_as_env_slash_id_or_as_a_path() {
+        let ex = Example::new();
+        let task = TaskSpec::resolve("example/extract-todos", ex.workspaces()).unwrap();
+        assert_eq!(task.id, "extract-todos");
+        assert_eq!(
+            task.dir,
+            std::fs::canonicalize(ex.task_dir("extract-todos")).unwrap()
+        );
+        let path = ex.task_dir("archive-read-mail");
+        let task = TaskSpec::resolve(path.to_str().unwrap(), "/nonexistent").unwrap();
+        assert_eq!(task.id, "archive-read-mail");
+    }
+
+    #[test]
+    fn an_unknown_task_lists_what_was_tried() {
+        let ex = Example::new();
+        let err = TaskSpec::resolve("example/extract-todo", ex.workspaces()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, TaskError::NotFound { .. }), "{msg}");
+        assert!(
+            msg.contains("example/extract-todo (does not exist)"),
+            "{msg}"
+        );
+        let under_root = ex.workspaces().join("example/tasks/extract-todo");
+        assert!(
+            msg.contains(&format!("{} (does not exist)", under_root.display())),
+            "{msg}"
+        );
+        // A directory that is not a task says so.
+        let env_dir = ex.env_dir();
+        let err = TaskSpec::resolve(env_dir.to_str().unwrap(), ex.workspaces()).unwrap_err();
+        assert!(err.to_string().contains("no task.toml there"), "{err}");
+    }
+
+    #[test]
+    fn a_task_must_sit_in_a_tasks_directory() {
+        let ex = Example::new();
+        let stray = ex.env_dir().join("stray");
+        std::fs::create_dir(&stray).unwrap();
+        std::fs::write(stray.join("task.toml"), format!("prompt = \"p\"{MANIFEST}")).unwrap();
+        let err = TaskSpec::load(&stray).unwrap_err();
+        assert!(
+            err.to_string().contains("not inside a `tasks` directory"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_broken_environment_fails_the_task() {
+        let ex = Example::new();
+        ex.edit(&ex.env_dir().join("env.toml"), "name =", "nmae =");
+        let err = TaskSpec::load(ex.task_dir("extract-todos")).unwrap_err();
+        assert!(
+            matches!(&err, TaskError::Env(EnvError::Syntax { key: Some(k), .. }) if k == "nmae"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_prompt_is_refused() {
+        let (_, result) = load_text(MANIFEST);
+        let err = result.unwrap_err();
+        assert_eq!(invalid_key(&err).0, "prompt");
+        assert!(err.to_string().contains("[[turns]]"), "{err}");
+        let (_, result) = load_text(&format!("prompt = \"  \"{MANIFEST}"));
+        assert_eq!(invalid_key(&result.unwrap_err()), ("prompt", 1));
+        let (_, result) = load_text(&format!(
+            "[[turns]]\nprompt = \"a\"\n[[turns]]\nprompt = \"\"\n{MANIFEST}"
+        ));
+        assert_eq!(invalid_key(&result.unwrap_err()), ("turns.prompt", 4));
+        let (_, result) = load_text(&format!("[[turns]]\n{MANIFEST}"));
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("key `turns.prompt`"), "{err}");
+        let (_, result) = load_text(&format!("turns = []\n{MANIFEST}"));
+        assert_eq!(invalid_key(&result.unwrap_err()).0, "turns");
+    }
+
+    #[test]
+    fn prompt_and_turns_together_are_refused() {
+        let (_, result) = load_text(&format!(
+            "prompt = \"one\"\n\n[[turns]]\nprompt = \"two\"\n{MANIFEST}"
+        ));
+        let err = result.unwrap_err();
+        assert_eq!(invalid_key(&err).0, "turns");
+        assert!(err.to_string().contains("not both"), "{err}");
+    }
+
+    #[test]
+    fn a_typo_in_the_verifier_names_the_qualified_key_and_the_line() {
+        let (_, result) =
+            load_text("prompt = \"p\"\n\n[verifier]\nkind = \"manifest\"\nextar = \"deny\"\n");
+        let err = result.unwrap_err();
+        match &err {
+            TaskError::Syntax { key, line, .. } => {
+                assert_eq!(key.as_deref(), Some("verifier.extar"));
+                assert_eq!(*line, 5);
+            }
+            other => panic!("unexpected {other}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("task.toml, line 5"), "{msg}");
+        assert!(msg.contains("expected one of"), "{msg}");
+        let (_, result) = load_text("prompt = \"p\"\n[verifier]\nkind = \"manual\"\n");
+        let msg = result.unwrap_err().to_string();
+        assert!(msg.contains("`manifest`, `command`"), "{msg}");
+        let (_, result) = load_text("prompt = \"p\"\n");
+        let msg = result.unwrap_err().to_string();
+        assert!(msg.contains("missing key `verifier`"), "{msg}");
+    }
+
+    #[test]
+    fn hybrid_weights_must_be_non_negative_with_a_positive_sum() {
+        let text = "prompt = \"p\"\n\n[verifier]\nkind = \"hybrid\"\ncommand = \"python3 check.py\"\nweights = { manifest = -0.5, command = 1.5 }\n";
+        let (_, result) = load_text(text);
+        let err = result.unwrap_err();
+        assert_eq!(invalid_key(&err), ("verifier.weights.manifest", 6));
+        assert!(err.to_string().contains("non-negative"), "{err}");
+        let (_, result) = load_text(&text.replace("-0.5, command = 1.5", "0, command = 0"));
+        assert_eq!(invalid_key(&result.unwrap_err()), ("verifier.weights", 6));
+        let (_, result) = load_text(&text.replace("-0.5, command = 1.5", "1, command = 3"));
+        let task = result.unwrap();
+        assert_eq!(
+            task.verifier.weights,
+            Some(Weights {
+                manifest: 1.0,
+                command: 3.0
+            })
+        );
+        assert_eq!(task.verifier.command.as_deref(), Some("python3 check.py"));
+        let (_, result) =
+            load_text(&text.replace("weights = { manifest = -0.5, command = 1.5 }\n", ""));
+        assert_eq!(
+            result.unwrap().verifier.weights,
+            Some(Weights {
+                manifest: 0.5,
+                command: 0.5
+            })
+        );
+    }
+
+    #[test]
+    fn verifier_keys_must_fit_the_kind() {
+        let base = "prompt = \"p\"\n[verifier]\n";
+        for (rest, key) in [
+            ("kind = \"command\"\n", "verifier.command"),
+            ("kind = \"hybrid\"\n", "verifier.command"),
+            (
+                "kind = \"manifest\"\ncommand = \"true\"\n",
+                "verifier.command",
+            ),
+            (
+                "kind = \"manifest\"\ntimeout_secs = 5\n",
+                "verifier.timeout_secs",
+            ),
+            (
+                "kind = \"command\"\ncommand = \"true\"\nextra = \"deny\"\n",
+                "verifier.extra",
+            ),
+            (
+                "kind = \"command\"\ncommand = \"true\"\ntimeout_secs = 0\n",
+                "verifier.timeout_secs",
+            ),
+            (
+                "kind = \"command\"\ncommand = \"true\"\nweights = { manifest = 1, command = 1 }\n",
+                "verifier.weights",
+            ),
+        ] {
+            let (_, result) = load_text(&format!("{base}{rest}"));
+            assert_eq!(invalid_key(&result.unwrap_err()).0, key, "{rest}");
+        }
+        let (_, result) = load_text(&format!(
+            "{base}kind = \"command\"\ncommand = \"./check.sh\"\ntimeout_secs = 30\nall_or_nothing = true\n"
+        ));
+        let v = result.unwrap().verifier;
+        assert_eq!(v.kind, VerifierKind::Command);
+        assert_eq!(v.timeout_secs, 30);
+        assert!(v.all_or_nothing);
+        assert_eq!(v.extra, ExtraFiles::Allow);
+    }
+
+    #[test]
+    fn a_task_base_time_is_checked_like_the_environments() {
+        let (_, result) = load_text(&format!(
+            "prompt = \"p\"\nbase_time = \"Friday\"\n{MANIFEST}"
+        ));
+        let err = result.unwrap_err();
+        assert_eq!(invalid_key(&err), ("base_time", 2));
+        assert!(err.to_string().contains("RFC 3339"), "{err}");
+    }
+
+    #[test]
+    fn an_imported_task_records_its_source() {
+        let (_, result) = load_text(&format!(
+            "prompt = \"p\"\n{MANIFEST}\n[source]\norigin = \"https://example.org/bench\"\nid = \"t-17\"\nlicense = \"CC-BY-4.0\"\n"
+        ));
+        assert_eq!(
+            result.unwrap().source,
+            Some(Source {
+                origin: "https://example.org/bench".into(),
+                id: "t-17".into(),
+                license: "CC-BY-4.0".into(),
+            })
+        );
+        let (_, result) = load_text(&format!(
+            "prompt = \"p\"\n{MANIFEST}\n[source]\norigin = \"o\"\nid = \"t-17\"\n"
+        ));
+        let msg = result.unwrap_err().to_string();
+        assert!(msg.contains("key `source.license`"), "{msg}");
+    }
+
+    #[test]
+    fn task_files_are_found_when_present() {
+        let ex = Example::new();
+        let files = ex.task_dir("extract-todos").join("files/inbox");
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(files.join("4.txt"), "Status: unread\n").unwrap();
+        let task = TaskSpec::load(ex.task_dir("extract-todos")).unwrap();
+        assert_eq!(task.files, Some(task.dir.join("files")));
+    }
+
+    #[test]
+    fn a_solution_is_checked_line_by_line() {
+        let ex = Example::new();
+        let solution = ex.task_dir("archive-read-mail").join("solution.jsonl");
+        for (from, to, line, problem) in [
+            (
+                "\"tool\": \"grep\"",
+                "\"tool\": \"browse\"",
+                2,
+                "does not offer",
+            ),
+            (
+                "\"turn\": 1, \"tool\": \"exec\"",
+                "\"turn\": 2, \"tool\": \"exec\"",
+                3,
+                "2 turn(s)",
+            ),
+            (
+                "\"turn\": 1, \"tool\": \"ls\"",
+                "\"turn\": 0, \"tool\": \"ls\"",
+                4,
+                "goes back",
+            ),
+            ("{\"path\": \"archive\"}", "[\"archive\"]", 4, "JSON object"),
+            (
+                "\"args\": {\"path\": \"inbox\"}",
+                "\"argz\": {}",
+                1,
+                "unknown field",
+            ),
+        ] {
+            let original = std::fs::read_to_string(&solution).unwrap();
+            ex.edit(&solution, from, to);
+            assert!(
+                std::fs::read_to_string(&solution)
+                    .unwrap()
+                    .lines()
+                    .nth(line - 1)
+                    .unwrap()
+                    .contains(to)
+            );
+            let err = TaskSpec::load(ex.task_dir("archive-read-mail")).unwrap_err();
+            match &err {
+                TaskError::Solution { line: l, .. } => assert_eq!(*l, line, "{err}"),
+                other => panic!("unexpected {other}"),
+            }
+            assert!(err.to_string().contains(problem), "{err}");
+            std::fs::write(&solution, original).unwrap();
+        }
+    }
+}

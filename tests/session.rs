@@ -1,0 +1,411 @@
+//! Sessions as a user drives them: `envcraft run` replaying trajectories over the bundled
+//! example environment, `envcraft tools`, and `envcraft shell`. Every run goes through
+//! `contained`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use common::{Snapshot, sandbox_ready};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `bash contained envcraft ARGS...` from the project root, with `stdin` fed in.
+fn envcraft(args: &[&str], stdin: &str, state: &Path) -> (i32, String, String) {
+    let mut child = Command::new("bash")
+        .arg(common::contained().unwrap())
+        .arg(common::envcraft())
+        .args(args)
+        .current_dir(root())
+        .env("ENVCRAFT_STATE_DIR", state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Replay `calls` (one JSON object per line) in a fresh session of `task`; the report.
+fn run(task: &str, calls: &[Value], extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let traj = dir.path().join("traj.jsonl");
+    let text: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    fs::write(&traj, text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", task, "--json", "--actions", traj.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (code, out, err) = envcraft(&args, "", state.path());
+    assert_eq!(code, 0, "envcraft run failed: {err}\n{out}");
+    let sessions = state.path().join("sessions");
+    let left: Vec<_> = fs::read_dir(&sessions)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "a session directory was left behind: {left:?}"
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn results(report: &Value) -> Vec<Value> {
+    report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a.get("result").is_some())
+        .map(|a| a["result"].clone())
+        .collect()
+}
+
+fn files() -> Snapshot {
+    Snapshot::of(&root().join("workspaces/example/files"))
+}
+
+#[test]
+fn the_reference_solution_of_a_task_replays_and_changes_what_it_should() {
+    if !sandbox_ready() {
+        return;
+    }
+    let before = files();
+    let empty = run("example/extract-todos", &[], &[]);
+    assert_eq!(
+        empty["changes"]["modified"],
+        json!([]),
+        "nothing was called, nothing changed"
+    );
+    let state = tempfile::tempdir().unwrap();
+    let (code, out, err) = envcraft(
+        &["run", "example/extract-todos", "--json"],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["failed_calls"], 0, "{report}");
+    assert_eq!(report["changes"]["modified"], json!(["notes/todo.md"]));
+    assert!(report["enforced"]["landlock_filesystem"].as_bool().unwrap());
+    assert!(
+        before.diff(&files()).is_empty(),
+        "the environment's files changed"
+    );
+}
+
+#[test]
+fn the_same_trajectory_twice_gives_the_same_files_and_transcript() {
+    if !sandbox_ready() {
+        return;
+    }
+    let calls = [
+        json!({"tool": "write", "args": {"path": "out/a.txt", "content": "one"}}),
+        // (Files a command writes get the kernel's time as mtime: only content is compared.)
+        json!({"tool": "exec", "args": {"command": "date -u +%FT%T > out/when.txt; cat out/a.txt"}}),
+        json!({"tool": "edit", "args": {"path": "out/a.txt", "old_string": "one", "new_string": "two"}}),
+    ];
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ka = a.path().join("keep");
+    let kb = b.path().join("keep");
+    let ra = run(
+        "example/extract-todos",
+        &calls,
+        &["--keep", ka.to_str().unwrap()],
+    );
+    let rb = run(
+        "example/extract-todos",
+        &calls,
+        &["--keep", kb.to_str().unwrap()],
+    );
+    assert_eq!(ra["changes"], rb["changes"]);
+    assert_eq!(results(&ra), results(&rb));
+    assert_eq!(
+        fs::read_to_string(ka.join("transcript.jsonl")).unwrap(),
+        fs::read_to_string(kb.join("transcript.jsonl")).unwrap()
+    );
+    assert_eq!(
+        fs::read(ka.join("files/out/when.txt")).unwrap(),
+        fs::read(kb.join("files/out/when.txt")).unwrap()
+    );
+}
+
+#[test]
+fn the_session_clock_is_base_time_plus_action_index_times_step() {
+    if !sandbox_ready() {
+        return;
+    }
+    // The example starts on Monday 2026-03-02 09:00 UTC and steps a minute per action.
+    let calls = [
+        json!({"tool": "exec", "args": {"command": "date -u +'%A %H:%M'"}}),
+        json!({"tool": "exec", "args": {"command": "python3 -c 'import datetime; print(datetime.datetime.now(datetime.timezone.utc).strftime(\"%A %H:%M\"))'"}}),
+        json!({"tool": "write", "args": {"path": "t.txt", "content": "x"}}),
+        json!({"tool": "exec", "args": {"command": "stat -c %Y t.txt; echo $ENVCRAFT_NOW $SOURCE_DATE_EPOCH"}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls, &[]));
+    assert_eq!(r[0]["stdout"], "Monday 09:00\n", "{r:?}");
+    assert_eq!(r[1]["stdout"], "Monday 09:01\n", "{r:?}");
+    // 09:02 for the write, 09:03 for the stat.
+    assert_eq!(
+        r[3]["stdout"], "1772442120\n1772442180 1772442180\n",
+        "{r:?}"
+    );
+    let moved = run(
+        "example/extract-todos",
+        &calls[..1],
+        &["--base-time", "2030-01-01T00:00:00Z"],
+    );
+    assert_eq!(results(&moved)[0]["stdout"], "Tuesday 00:00\n");
+}
+
+#[test]
+fn paths_that_leave_the_workspace_are_refused_by_every_tool() {
+    if !sandbox_ready() {
+        return;
+    }
+    let before = files();
+    let mut calls = Vec::new();
+    for path in [
+        "../../../etc/passwd",
+        "/etc/passwd",
+        "/workspace/../../etc/passwd",
+        "/proc/self/root/etc/passwd",
+    ] {
+        calls.push(json!({"tool": "read", "args": {"path": path}}));
+        calls.push(json!({"tool": "write", "args": {"path": path, "content": "x"}}));
+        calls.push(json!({"tool": "edit", "args": {"path": path, "old_string": "root", "new_string": "toor"}}));
+        calls.push(json!({"tool": "ls", "args": {"path": path}}));
+        calls.push(json!({"tool": "grep", "args": {"pattern": "root", "path": path}}));
+    }
+    // A symlink planted by the agent pointing out, then used by every file tool.
+    calls.push(json!({"tool": "exec", "args": {"command": "ln -s /etc out; ln -s ../../.. up"}}));
+    for path in ["out/passwd", "up/etc/passwd"] {
+        calls.push(json!({"tool": "read", "args": {"path": path}}));
+        calls.push(json!({"tool": "write", "args": {"path": path, "content": "x"}}));
+    }
+    calls.push(json!({"tool": "apply_patch", "args": {"patch": "--- a/out/passwd\n+++ b/out/passwd\n@@ -1 +1 @@\n-root\n+toor\n"}}));
+    let report = run("example/extract-todos", &calls, &[]);
+    for (call, result) in calls.iter().zip(results(&report)) {
+        if call["tool"] == "exec" {
+            continue;
+        }
+        let category = &result["error"]["category"];
+        assert!(
+            category == "permission" || category == "not_found",
+            "{call} was not refused: {result}"
+        );
+        assert!(
+            !result.to_string().contains("root:x:0:0"),
+            "{call} read a host file: {result}"
+        );
+    }
+    assert!(before.diff(&files()).is_empty());
+}
+
+#[test]
+fn an_intent_sequence_moves_from_turn_to_turn() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let keep = tempfile::tempdir().unwrap();
+    let kept = keep.path().join("k");
+    let (code, out, err) = envcraft(
+        &[
+            "run",
+            "example/archive-read-mail",
+            "--json",
+            "--keep",
+            kept.to_str().unwrap(),
+        ],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        report["changes"]["deleted"],
+        json!(["inbox/1.txt", "inbox/3.txt"])
+    );
+    let turns: Vec<&Value> = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a.get("next_turn").is_some())
+        .collect();
+    assert_eq!(turns.len(), 1);
+    // The transcript has both prompts as user messages, and calls in OpenClaw's shape.
+    let transcript = fs::read_to_string(kept.join("transcript.jsonl")).unwrap();
+    let lines: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let users = lines
+        .iter()
+        .filter(|l| l["message"]["role"] == "user")
+        .count();
+    assert_eq!(users, 2);
+    let call = lines
+        .iter()
+        .find(|l| l["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(call["message"]["content"][0]["type"], "toolCall");
+    assert_eq!(call["message"]["content"][0]["name"], "ls");
+}
+
+#[test]
+fn skills_run_in_the_sandbox_and_check_their_arguments() {
+    if !sandbox_ready() {
+        return;
+    }
+    let calls = [
+        json!({"tool": "skill", "args": {"name": "word-count", "args": {"path": "inbox/2.txt"}}}),
+        json!({"tool": "skill", "args": {"name": "word-count", "args": {}}}),
+        json!({"tool": "skill", "args": {"name": "no-such-skill", "args": {}}}),
+        json!({"tool": "skill", "args": {"name": "word-count", "args": {"path": "missing.txt"}}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls, &[]));
+    assert_eq!(r[0]["ok"], true, "{r:?}");
+    assert!(r[0]["output"]["words"].as_u64().unwrap() > 10);
+    assert_eq!(r[1]["error"]["category"], "invalid_argument", "{r:?}");
+    assert_eq!(r[2]["error"]["category"], "not_found", "{r:?}");
+    assert_eq!(r[3]["ok"], false, "{r:?}");
+    assert!(!r[3].to_string().contains("Traceback"), "{r:?}");
+}
+
+#[test]
+fn background_commands_are_listed_polled_and_killed() {
+    if !sandbox_ready() {
+        return;
+    }
+    let calls = [
+        json!({"tool": "exec", "args": {"command": "for i in 1 2 3; do echo tick $i; done; sleep 0.2; echo done", "background": true}}),
+        json!({"tool": "exec", "args": {"command": "sleep 600", "background": true}}),
+        json!({"tool": "exec", "args": {"command": "sleep 0.6"}}),
+        json!({"tool": "process", "args": {"action": "list"}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls, &[]));
+    let first = r[0]["id"].as_u64().unwrap();
+    let second = r[1]["id"].as_u64().unwrap();
+    let list = r[3]["processes"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{r:?}");
+    let calls2 = [
+        calls[0].clone(),
+        calls[1].clone(),
+        calls[2].clone(),
+        json!({"tool": "process", "args": {"action": "poll", "id": first}}),
+        json!({"tool": "process", "args": {"action": "poll", "id": first}}),
+        json!({"tool": "process", "args": {"action": "kill", "id": second}}),
+        json!({"tool": "exec", "args": {"command": "sleep 0.3"}}),
+        json!({"tool": "process", "args": {"action": "log", "id": second}}),
+        json!({"tool": "process", "args": {"action": "poll", "id": 999}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls2, &[]));
+    assert_eq!(r[3]["stdout"], "tick 1\ntick 2\ntick 3\ndone\n", "{r:?}");
+    assert_eq!(r[3]["running"], false);
+    assert_eq!(r[3]["exit_code"], 0);
+    assert_eq!(r[4]["stdout"], "", "a second poll returns only what is new");
+    assert_eq!(r[5]["killed"], true, "{r:?}");
+    assert_eq!(r[7]["running"], false, "{r:?}");
+    assert_eq!(r[8]["error"]["category"], "not_found");
+}
+
+#[test]
+fn unknown_tools_and_bad_arguments_get_structured_errors() {
+    if !sandbox_ready() {
+        return;
+    }
+    let calls = [
+        json!({"tool": "teleport", "args": {}}),
+        json!({"tool": "write", "args": {"content": "x"}}),
+        json!({"tool": "exec", "args": {}}),
+        json!({"tool": "exec", "args": {"command": "sleep 30", "timeout": 1}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls, &[]));
+    assert_eq!(r[0]["error"]["category"], "invalid_argument");
+    assert_eq!(r[1]["error"]["category"], "missing_field");
+    assert!(r[1]["error"]["message"].as_str().unwrap().contains("path"));
+    assert_eq!(r[2]["error"]["category"], "missing_field");
+    assert_eq!(r[3]["error"]["category"], "timeout");
+    for (i, result) in r.iter().enumerate() {
+        assert_eq!(result["action_index"], i as u64);
+        assert!(
+            !result.to_string().contains("/work/"),
+            "a host path leaked: {result}"
+        );
+    }
+}
+
+#[test]
+fn tools_lists_what_the_environment_offers_in_openai_format() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let (code, out, err) = envcraft(&["tools", "example/extract-todos"], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let tools: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "read",
+            "write",
+            "edit",
+            "apply_patch",
+            "ls",
+            "glob",
+            "grep",
+            "exec",
+            "process",
+            "skill"
+        ]
+    );
+    assert!(
+        tools[9]["function"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("word-count")
+    );
+    assert_eq!(tools[0]["type"], "function");
+    let (code, _, err) = envcraft(&["tools", "example/no-such-task"], "", state.path());
+    assert_ne!(code, 0);
+    assert!(err.contains("no-such-task"), "{err}");
+}
+
+#[test]
+fn shell_takes_calls_and_commands_line_by_line() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let input = "write {\"path\": \"s.txt\", \"content\": \"from the shell\"}\n:diff\nread {\"path\": \"s.txt\"}\nnot json {\n:quit\n";
+    let (code, out, err) = envcraft(&["shell", "example/extract-todos"], input, state.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prompt: Please go through"), "{out}");
+    assert!(out.contains("\"s.txt\""), "{out}");
+    assert!(out.contains("from the shell"), "{out}");
+    assert!(out.contains("not JSON"), "{out}");
+}
