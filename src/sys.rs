@@ -230,3 +230,21 @@ pub fn dup_above(fd: std::os::fd::BorrowedFd<'_>, min: RawFd) -> io::Result<Owne
     // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(ret) })
 }
+
+/// `fsetxattr(2)`: set an extended attribute on an open file.
+pub fn fsetxattr(fd: RawFd, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: name is NUL-terminated; value is valid for value.len() bytes; fd is borrowed.
+    let ret = unsafe {
+        libc::fsetxattr(
+            fd,
+            name.as_ptr(),
+            value.as_ptr().cast::<libc::c_void>(),
+            value.len(),
+            0,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -409,3 +409,55 @@ fn shell_takes_calls_and_commands_line_by_line() {
     assert!(out.contains("from the shell"), "{out}");
     assert!(out.contains("not JSON"), "{out}");
 }
+
+#[test]
+fn a_fork_starts_from_its_parent_and_neither_sees_the_others_later_changes() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    // Parent: write a.txt, delete inbox/2.txt (a whiteout), replace notes/ (an opaque
+    // directory). Fork, then change both sides.
+    let input = [
+        r#"write {"path": "a.txt", "content": "parent"}"#,
+        r#"exec {"command": "rm inbox/2.txt && rm -r notes && mkdir notes && echo new > notes/only.md"}"#,
+        ":fork",
+        r#"exec {"command": "ls inbox notes; cat a.txt; echo; echo fork > b.txt"}"#,
+        ":use 0",
+        r#"write {"path": "c.txt", "content": "later"}"#,
+        r#"exec {"command": "ls; echo; cat b.txt"}"#,
+        ":use 1",
+        r#"exec {"command": "cat c.txt"}"#,
+        ":quit",
+    ]
+    .join("\n");
+    let (code, out, err) = envcraft(&["shell", "example/extract-todos"], &input, state.path());
+    assert_eq!(code, 0, "{err}");
+    let results: Vec<Value> = out
+        .split("envcraft> ")
+        .filter_map(|chunk| serde_json::from_str::<Value>(chunk.trim()).ok())
+        .collect();
+    assert_eq!(results.len(), 6, "{out}");
+    // The fork saw the parent's state: no 2.txt, the new notes/, a.txt.
+    assert_eq!(
+        results[2]["stdout"], "inbox:\n1.txt\n3.txt\n\nnotes:\nonly.md\nparent\n",
+        "{out}"
+    );
+    // The parent does not see the fork's b.txt; the fork does not see the parent's c.txt.
+    assert!(
+        results[4]["stderr"].as_str().unwrap().contains("b.txt"),
+        "{out}"
+    );
+    assert!(
+        !results[4]["stdout"].as_str().unwrap().contains("fork"),
+        "{out}"
+    );
+    // (results[3] is the parent's write of c.txt.)
+    assert!(
+        results[5]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("c.txt: No such file"),
+        "{out}"
+    );
+}

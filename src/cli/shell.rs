@@ -1,6 +1,7 @@
 //! `envcraft shell TASK`: a session to drive by hand. Each line is a tool call, as
 //! `TOOL {JSON args}` or `{"tool": ..., "args": {...}}`; `:diff` shows the changes so far,
-//! `:turn` moves to the next prompt, `:tools` lists the tools, `:help`, `:quit`.
+//! `:turn` moves to the next prompt, `:tools` lists the tools, `:fork` continues in a new
+//! session started from this one's state, `:use N` goes back to session N, `:help`, `:quit`.
 
 use std::io::{BufRead, Write};
 
@@ -21,7 +22,7 @@ pub struct ShellArgs {
 }
 
 const HELP: &str = "calls: TOOL {\"arg\": ...}  or  {\"tool\": TOOL, \"args\": {...}}\n\
-commands: :diff  :turn  :tools  :help  :quit";
+commands: :diff  :turn  :tools  :fork  :use N  :help  :quit";
 
 /// Parse one input line into a step.
 fn parse_line(line: &str) -> Result<Step, String> {
@@ -50,7 +51,8 @@ fn parse_line(line: &str) -> Result<Step, String> {
 pub fn run(args: ShellArgs) -> Result<i32, Error> {
     let task = args.task.load()?;
     let options = args.session.options(&args.task)?;
-    let mut session = Session::create(&task, &options)?;
+    let mut sessions = vec![Session::create(&task, &options)?];
+    let mut current = 0;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     let say = |out: &mut std::io::Stdout, text: &str| -> Result<(), Error> {
@@ -63,10 +65,10 @@ pub fn run(args: ShellArgs) -> Result<i32, Error> {
             "task {}/{} (session {})",
             task.env.name,
             task.id,
-            session.id()
+            sessions[0].id()
         ),
     )?;
-    say(&mut out, &format!("prompt: {}", session.prompt()))?;
+    say(&mut out, &format!("prompt: {}", sessions[0].prompt()))?;
     say(&mut out, HELP)?;
     let mut lines = stdin.lock().lines();
     loop {
@@ -75,6 +77,7 @@ pub fn run(args: ShellArgs) -> Result<i32, Error> {
         let Some(line) = lines.next() else { break };
         let line = line.map_err(Error::Output)?;
         let text = line.trim();
+        let session = &mut sessions[current];
         match text {
             "" => continue,
             ":quit" | ":q" | ":exit" => break,
@@ -89,6 +92,22 @@ pub fn run(args: ShellArgs) -> Result<i32, Error> {
             ":turn" => match session.next_turn()? {
                 Some(prompt) => say(&mut out, &format!("prompt: {prompt}"))?,
                 None => say(&mut out, "no more turns")?,
+            },
+            ":fork" => {
+                let fork = session.fork()?;
+                sessions.push(fork);
+                current = sessions.len() - 1;
+                say(&mut out, &format!("now in session {current} (a fork)"))?;
+            }
+            _ if text.starts_with(":use") => match text[4..].trim().parse::<usize>() {
+                Ok(n) if n < sessions.len() => {
+                    current = n;
+                    say(&mut out, &format!("now in session {n}"))?;
+                }
+                _ => say(
+                    &mut out,
+                    &format!("sessions are 0 to {}", sessions.len() - 1),
+                )?,
             },
             ":tools" => {
                 for (name, description, _) in session.tool_schemas() {
@@ -114,7 +133,9 @@ pub fn run(args: ShellArgs) -> Result<i32, Error> {
             },
         }
     }
-    session.close();
+    for session in sessions {
+        session.close();
+    }
     Ok(0)
 }
 

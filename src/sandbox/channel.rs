@@ -22,8 +22,9 @@ use super::plan::WorkspaceKind;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "report", rename_all = "snake_case")]
 pub enum Report {
-    /// envcraft → init: the uid/gid maps are written; build the root.
-    Go,
+    /// envcraft → init: the uid/gid maps are written; build the root. With `seed`, one
+    /// descriptor comes along: the parent session's changes, of that kind, to start from.
+    Go { seed: Option<WorkspaceKind> },
     /// envcraft → init, with the run's cgroup membership files (`tasks` / `cgroup.procs`,
     /// opened by envcraft; none without cgroups): write `0` to each to move in.
     LimitsReady,

@@ -127,6 +127,14 @@ pub fn init_main(plan: &Plan, filters: &Filters, dirs: &StateDirs, channel: &Cha
     }
 }
 
+/// Block until the parent sends anything; the report and its descriptors.
+fn wait_for_any(channel: &Channel) -> Result<(Report, Vec<OwnedFd>), StepError> {
+    channel
+        .recv()
+        .step("wait for the parent")?
+        .ok_or_else(|| fail("wait for the parent", "parent went away".into()))
+}
+
 /// Block until the parent sends `expected`; returns the descriptors that came with it.
 pub fn wait_for(channel: &Channel, expected: &Report) -> Result<Vec<OwnedFd>, StepError> {
     match channel.recv().step("wait for the parent")? {
@@ -144,7 +152,14 @@ fn init_steps(
     // 1. The parent maps our uid, then says go.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    wait_for(channel, &Report::Go)?;
+    let (go, fds) = wait_for_any(channel)?;
+    let Report::Go { seed: seed_kind } = go else {
+        return Err(fail(
+            "wait for the parent",
+            "unexpected first message".into(),
+        ));
+    };
+    let seed = fds.into_iter().next();
     if plan.invoker_is_root {
         nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
     }
@@ -191,6 +206,19 @@ fn init_steps(
         fs::create_dir(layer.join(d)).step("create the upper layer")?;
     }
     fs::write(dirs.base.join("empty"), b"").step("create the mask file")?;
+    // A fork starts from its parent's changes: an upper layer (whiteouts and opaque
+    // directories included) copied into ours before the overlay is mounted, or a full copy.
+    let seed_path = seed
+        .as_ref()
+        .map(|fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())));
+    let seed = match (&seed_path, seed_kind) {
+        (Some(path), Some(kind)) => Some((path.as_path(), kind)),
+        _ => None,
+    };
+    if let Some((from, WorkspaceKind::Overlay)) = seed {
+        crate::workspace::copy::copy_layer(from, &layer.join("upper"))
+            .map_err(|e| fail("copy the parent's changes", crate::error::chain(&e)))?;
+    }
 
     // 4. The template's layers, read-only, as the lower layers, and their union (the view the
     // changes are measured against).
@@ -227,7 +255,7 @@ fn init_steps(
     let mut kind = WorkspaceKind::Overlay;
     for step in &plan.mounts {
         if let MountStep::Workspace { path, writable } = step {
-            kind = mount_workspace(plan, dirs, &below(&root, path), *writable)?;
+            kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
         } else {
             apply_mount(step, &root, &dirs.base, &plan.workspace)?;
         }
@@ -619,11 +647,20 @@ fn mount_workspace(
     dirs: &StateDirs,
     target: &Path,
     writable: bool,
+    seed: Option<(&Path, WorkspaceKind)>,
 ) -> Result<WorkspaceKind, StepError> {
     fs::create_dir_all(target).step("create the workspace mountpoint")?;
     if !writable {
         bind(&dirs.view(), target, true).step("bind the workspace read-only")?;
         return Ok(WorkspaceKind::ReadOnly);
+    }
+    if let Some((from, WorkspaceKind::Copy)) = seed {
+        // The parent worked on a copy: so does its fork, starting from the parent's.
+        let copy = dirs.layer().join("copy");
+        crate::workspace::copy_tree(from, &copy)
+            .map_err(|e| fail("copy the parent's workspace", crate::error::chain(&e)))?;
+        bind(&copy, target, false).step("bind the workspace copy")?;
+        return Ok(WorkspaceKind::Copy);
     }
     // Relative option paths: the state directory's own path may hold `,` or `:`.
     chdir(&dirs.base).step("enter the state directory")?;
@@ -641,7 +678,7 @@ fn mount_workspace(
     chdir("/").step("leave the state directory")?;
     match result {
         Ok(()) => Ok(WorkspaceKind::Overlay),
-        Err(e) if !plan.required.contains(&Protection::OverlayWorkspace) => {
+        Err(e) if !plan.required.contains(&Protection::OverlayWorkspace) && seed.is_none() => {
             tracing::debug!(error = %e, "overlayfs refused; copying the workspace");
             let copy = dirs.layer().join("copy");
             crate::workspace::copy_tree(&dirs.view(), &copy)

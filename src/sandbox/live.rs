@@ -156,6 +156,35 @@ fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<(), Sandbox
 impl Sandbox {
     /// Build the sandbox of `plan` under `state_root`.
     pub fn start(plan: &Plan, state_root: &Path) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_seeded(plan, state_root, None)
+    }
+
+    /// A new sandbox like this one whose workspace starts from this one's current state (the
+    /// N rollouts of one prompt). Costs a copy of the changes, not of the template.
+    pub fn fork(&mut self) -> Result<Sandbox, SandboxError> {
+        self.wait_ready()?;
+        let Some((source, _)) = self.changes_source() else {
+            return Err(SandboxError::Lost);
+        };
+        let seed = fs::File::open(&source)
+            .map(OwnedFd::from)
+            .map_err(os("open the workspace's changes"))?;
+        let state_root = self
+            .state
+            .as_ref()
+            .and_then(|s| s.path().parent())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(std::env::temp_dir);
+        Sandbox::start_seeded(&self.plan, &state_root, Some((seed, self.kind)))
+    }
+
+    /// Build the sandbox of `plan`; with `seed`, its workspace starts as that one's changes
+    /// (an upper layer, or a full copy, as the kind says).
+    fn start_seeded(
+        plan: &Plan,
+        state_root: &Path,
+        seed: Option<(OwnedFd, WorkspaceKind)>,
+    ) -> Result<Sandbox, SandboxError> {
         let state = tempfile::Builder::new()
             .prefix("envcraft-")
             .tempdir_in(state_root)
@@ -174,7 +203,16 @@ impl Sandbox {
         let filters = Filters::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
-            return Sandbox::start_on_host(plan, filters, state, cgroup);
+            return Sandbox::start_on_host(plan, filters, state, cgroup, seed);
+        }
+        if let Some((_, kind)) = &seed
+            && *kind == WorkspaceKind::ReadOnly
+        {
+            return Err(SandboxError::Setup {
+                step: "fork".into(),
+                errno: 0,
+                detail: "a read-only workspace has no changes to fork".into(),
+            });
         }
         if plan.uid != nix::unistd::geteuid().as_raw() {
             // Root maps the sandbox to the template's owner, who must reach the state directory.
@@ -245,9 +283,16 @@ impl Sandbox {
             return Err(SandboxError::Lost);
         };
         write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)?;
+        let seed_fds: Vec<i32> = seed.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
         channel
-            .send(&Report::Go, &[])
+            .send(
+                &Report::Go {
+                    seed: seed.as_ref().map(|(_, kind)| *kind),
+                },
+                &seed_fds,
+            )
             .map_err(os("start the sandbox"))?;
+        drop(seed);
         let membership = match cgroup.as_mut() {
             Some(cg) => {
                 cg.create()?;
@@ -271,6 +316,7 @@ impl Sandbox {
         filters: Filters,
         state: tempfile::TempDir,
         mut cgroup: Option<RunCgroup>,
+        seed: Option<(OwnedFd, WorkspaceKind)>,
     ) -> Result<Sandbox, SandboxError> {
         let base = state.path().to_path_buf();
         // The union of the layers (bottom first, upper ones laid over), kept pristine to
@@ -280,7 +326,14 @@ impl Sandbox {
             workspace::copy_tree(layer, &view)?;
         }
         let copy = base.join("copy");
-        workspace::copy_tree(&view, &copy)?;
+        match &seed {
+            // A fork starts from its parent's copy.
+            Some((fd, _)) => workspace::copy_tree(
+                Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                &copy,
+            )?,
+            None => workspace::copy_tree(&view, &copy)?,
+        }
         let (tmp, home) = (base.join("tmp"), base.join("home"));
         for d in [&tmp, &home] {
             fs::create_dir(d).map_err(os("create the private tmp"))?;

@@ -75,21 +75,28 @@ struct State<'a> {
     enforced: &'a Enforced,
 }
 
+/// What a session is made of besides its sandbox (shared with its forks).
+#[derive(Clone)]
+struct Parts {
+    task: TaskSpec,
+    policy: Policy,
+    clock: Clock,
+    offered: Vec<String>,
+    skills: Vec<OfferedSkill>,
+    lock_wait: Duration,
+    sessions_root: PathBuf,
+}
+
 /// One live run of one task.
 pub struct Session {
     id: String,
     dir: SessionDir,
-    task: TaskSpec,
-    policy: Policy,
+    parts: Parts,
     sandbox: Sandbox,
     root: WorkspaceRoot,
-    clock: Clock,
     action_index: u64,
     turn: usize,
-    offered: Vec<String>,
-    skills: Vec<OfferedSkill>,
     enforced: Enforced,
-    lock_wait: Duration,
     /// What `process poll` already returned of each background command.
     offsets: tools::process::Offsets,
 }
@@ -150,7 +157,7 @@ impl Session {
             host_env: std::env::vars().collect(),
             without_namespaces: false,
         };
-        let mut sandbox = sandbox::start(&policy, &request, &options.state_root)?;
+        let sandbox = sandbox::start(&policy, &request, &options.state_root)?;
         let base_unix = options
             .base_time
             .unwrap_or_else(|| task.base_time.unwrap_or(env.base_time).unix_seconds());
@@ -158,11 +165,38 @@ impl Session {
             base_unix,
             step_secs: env.time_step_secs,
         };
-        // One command now: the sandbox is then known to work, and what Landlock enforced is
-        // known (and required protections fail here, not at the agent's first call).
+        let parts = Parts {
+            task: task.clone(),
+            policy,
+            clock,
+            offered: env.tools.clone(),
+            skills,
+            lock_wait: options.lock_wait,
+            sessions_root: options.state_root.join("sessions"),
+        };
+        let session = Session::assemble(parts, sandbox, 0, 0, Default::default())?;
+        if let Some(prompt) = task.turns.first() {
+            let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
+            session
+                .dir
+                .append_line("transcript.jsonl", line.to_string().as_bytes())?;
+        }
+        Ok(session)
+    }
+
+    /// A session around a started sandbox: check it works (one command, which also tells what
+    /// Landlock enforced, and fails here if a required protection is missing), open its
+    /// workspace for the file tools, make its directory.
+    fn assemble(
+        parts: Parts,
+        mut sandbox: Sandbox,
+        action_index: u64,
+        turn: usize,
+        offsets: tools::process::Offsets,
+    ) -> Result<Session, SessionError> {
         let probe = sandbox.exec(&sandbox::ExecRequest {
             argv: vec!["/bin/true".into()],
-            env: clock.env_at(0),
+            env: parts.clock.env_at(action_index),
             timeout: Duration::from_secs(10),
             stdin: sandbox::StdinSource::Null,
             output: sandbox::OutputMode::Capture,
@@ -186,37 +220,52 @@ impl Session {
         // where commands see the copy at its host path: agents write `/workspace/...`).
         let root = WorkspaceRoot::new(
             fd,
-            policy.filesystem.workspace.clone(),
-            policy.filesystem.workspace_aliases.clone(),
+            parts.policy.filesystem.workspace.clone(),
+            parts.policy.filesystem.workspace_aliases.clone(),
             plan.workspace_writable,
             owner,
         );
         let id = new_id();
-        let dir = SessionDir::create(&options.state_root.join("sessions"), &id)?;
+        let dir = SessionDir::create(&parts.sessions_root, &id)?;
         let session = Session {
             id,
             dir,
-            task: task.clone(),
-            policy,
+            parts,
             sandbox,
             root,
-            clock,
-            action_index: 0,
-            turn: 0,
-            offered: env.tools.clone(),
-            skills,
+            action_index,
+            turn,
             enforced,
-            lock_wait: options.lock_wait,
-            offsets: Default::default(),
+            offsets,
         };
         session.save()?;
-        if let Some(prompt) = task.turns.first() {
-            let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
-            session
-                .dir
-                .append_line("transcript.jsonl", line.to_string().as_bytes())?;
-        }
         Ok(session)
+    }
+
+    /// A new session whose workspace starts from this one's current state, at the same action
+    /// index and turn, with a copy of the transcript so far: for N rollouts of one prompt.
+    /// Changes in either never show in the other.
+    pub fn fork(&mut self) -> Result<Session, SessionError> {
+        let _lock = self.dir.lock(self.parts.lock_wait)?;
+        let sandbox = self.sandbox.fork()?;
+        let fork = Session::assemble(
+            self.parts.clone(),
+            sandbox,
+            self.action_index,
+            self.turn,
+            self.offsets.clone(),
+        )?;
+        let transcript = self.dir.path.join("transcript.jsonl");
+        if transcript.exists() {
+            let bytes = std::fs::read(&transcript).map_err(|source| {
+                SessionError::Store(StoreError::Write {
+                    path: transcript.clone(),
+                    source,
+                })
+            })?;
+            fork.dir.write_atomic("transcript.jsonl", &bytes)?;
+        }
+        Ok(fork)
     }
 
     pub fn id(&self) -> &str {
@@ -243,7 +292,8 @@ impl Session {
 
     /// The prompt of the current turn.
     pub fn prompt(&self) -> &str {
-        self.task
+        self.parts
+            .task
             .turns
             .get(self.turn)
             .map(String::as_str)
@@ -252,13 +302,15 @@ impl Session {
 
     /// Move to the next turn of an intent sequence; its prompt, or `None` after the last.
     pub fn next_turn(&mut self) -> Result<Option<String>, SessionError> {
-        if self.turn + 1 >= self.task.turns.len() {
+        if self.turn + 1 >= self.parts.task.turns.len() {
             return Ok(None);
         }
         self.turn += 1;
-        let prompt = self.task.turns[self.turn].clone();
-        let line =
-            transcript::user_message(&prompt, &rfc3339(self.clock.unix_at(self.action_index)));
+        let prompt = self.parts.task.turns[self.turn].clone();
+        let line = transcript::user_message(
+            &prompt,
+            &rfc3339(self.parts.clock.unix_at(self.action_index)),
+        );
         self.dir
             .append_line("transcript.jsonl", line.to_string().as_bytes())?;
         self.save()?;
@@ -267,18 +319,18 @@ impl Session {
 
     /// The schemas of the tools this session offers, in a stable order.
     pub fn tool_schemas(&self) -> Vec<(String, String, Value)> {
-        offered_schemas(&self.offered, &self.skills)
+        offered_schemas(&self.parts.offered, &self.parts.skills)
     }
 
     fn save(&self) -> Result<(), SessionError> {
         let state = State {
             version: 1,
             session_id: &self.id,
-            task: self.task.dir.display().to_string(),
-            policy: &self.policy.name,
+            task: self.parts.task.dir.display().to_string(),
+            policy: &self.parts.policy.name,
             action_index: self.action_index,
             turn: self.turn,
-            clock: self.clock,
+            clock: self.parts.clock,
             enforced: &self.enforced,
         };
         let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
@@ -289,7 +341,7 @@ impl Session {
     /// Call `tool` with `args`: the result the agent sees, with the call's `action_index`.
     /// Never fails: every problem is a structured error result.
     pub fn call(&mut self, tool: &str, args: &Value) -> Value {
-        let _lock = match self.dir.lock(self.lock_wait) {
+        let _lock = match self.dir.lock(self.parts.lock_wait) {
             Ok(lock) => lock,
             Err(StoreError::LockTimeout(_)) => {
                 return ToolResult::from(ToolError::lock_timeout(
@@ -304,27 +356,30 @@ impl Session {
             }
         };
         let index = self.action_index;
-        let now = self.clock.at(index);
-        let stamp = rfc3339(self.clock.unix_at(index));
-        let result = if !self.offered.iter().any(|t| t == tool) {
+        let now = self.parts.clock.at(index);
+        let stamp = rfc3339(self.parts.clock.unix_at(index));
+        let result = if !self.parts.offered.iter().any(|t| t == tool) {
             ToolError::invalid_argument(format!(
                 "unknown tool `{}`: this environment offers {}",
                 tool.chars().take(64).collect::<String>(),
-                self.offered.join(", ")
+                self.parts.offered.join(", ")
             ))
             .into()
         } else {
             let limit = Duration::from_secs(self.sandbox.plan().wall_time_secs);
             match tool {
-                "exec" => {
-                    tools::exec::call(&mut self.sandbox, args, self.clock.env_at(index), limit)
-                }
+                "exec" => tools::exec::call(
+                    &mut self.sandbox,
+                    args,
+                    self.parts.clock.env_at(index),
+                    limit,
+                ),
                 "process" => tools::process::call(&mut self.sandbox, &mut self.offsets, args),
                 "skill" => tools::skill::call(
                     &mut self.sandbox,
-                    &self.skills,
+                    &self.parts.skills,
                     args,
-                    self.clock.env_at(index),
+                    self.parts.clock.env_at(index),
                 ),
                 _ => tools::call(&self.root, tool, args, now),
             }

@@ -7,7 +7,7 @@
 
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -182,4 +182,70 @@ fn keep_one(from: &Path, to: &Path) -> io::Result<()> {
     } else {
         Ok(()) // fifos, sockets, devices: nothing to keep
     }
+}
+
+/// Copy an overlay upper layer (or a workspace copy) into an empty directory, keeping what
+/// overlayfs reads in it: file data (holes kept), permission bits, modification times,
+/// symlinks, whiteouts (character devices 0/0) and opaque directories (`user.overlay.opaque`).
+/// Used to start a session's fork from its parent's current state. Setuid and setgid bits are
+/// kept: the copy stays inside a sandbox (nosuid) and never reaches the host.
+pub fn copy_layer(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let opaque = c"user.overlay.opaque";
+    let mut dirs = Vec::new();
+    for entry in walkdir::WalkDir::new(from).min_depth(1).sort_by_file_name() {
+        let entry = entry.map_err(|e| WorkspaceError::Read {
+            path: from.to_path_buf(),
+            source: e.into(),
+        })?;
+        let Ok(rel) = entry.path().strip_prefix(from) else {
+            continue;
+        };
+        let target = to.join(rel);
+        let meta = entry
+            .path()
+            .symlink_metadata()
+            .map_err(read_err(entry.path()))?;
+        let ft = meta.file_type();
+        let mtime = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
+        let set_times =
+            |flags| nix::sys::stat::utimensat(nix::fcntl::AT_FDCWD, &target, &mtime, &mtime, flags);
+        if ft.is_dir() {
+            fs::create_dir(&target).map_err(copy_err(entry.path(), &target))?;
+            let src = File::open(entry.path()).map_err(read_err(entry.path()))?;
+            if let Ok(Some(v)) = crate::sys::fgetxattr(src.as_raw_fd(), opaque) {
+                let dst = File::open(&target).map_err(read_err(&target))?;
+                crate::sys::fsetxattr(dst.as_raw_fd(), opaque, &v)
+                    .map_err(copy_err(entry.path(), &target))?;
+            }
+            dirs.push((target, meta.permissions(), mtime));
+        } else if ft.is_symlink() {
+            let link = fs::read_link(entry.path()).map_err(read_err(entry.path()))?;
+            std::os::unix::fs::symlink(link, &target).map_err(copy_err(entry.path(), &target))?;
+            let _ = set_times(nix::sys::stat::UtimensatFlags::NoFollowSymlink);
+        } else if ft.is_char_device() && meta.rdev() == 0 {
+            nix::sys::stat::mknod(
+                &target,
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::empty(),
+                0,
+            )
+            .map_err(|e| copy_err(entry.path(), &target)(e.into()))?;
+        } else if ft.is_file() {
+            copy_file_sparse(entry.path(), &target, meta.permissions().mode() & 0o7777)
+                .map_err(copy_err(entry.path(), &target))?;
+            let _ = set_times(nix::sys::stat::UtimensatFlags::FollowSymlink);
+        }
+    }
+    for (dir, perms, mtime) in dirs.into_iter().rev() {
+        fs::set_permissions(&dir, perms).map_err(copy_err(from, &dir))?;
+        let _ = nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &dir,
+            &mtime,
+            &mtime,
+            nix::sys::stat::UtimensatFlags::FollowSymlink,
+        );
+    }
+    Ok(())
 }
