@@ -9,11 +9,12 @@ all: build
 build:
 	$(CARGO) build --release
 
-# The main job on this machine: check what it can enforce, then run a command in a sandbox
-# over a bundled workspace (the task suite takes over this target when it lands).
+# The main job on this machine: check what it can enforce, run a command in a sandbox over a
+# bundled workspace, and replay the reference solution of every bundled task.
 run: build
 	$(ENVCRAFT) doctor
 	$(ENVCRAFT) exec --workspace workspaces/hello --json -- sh -c 'cat README.md && echo done > result.txt'
+	for task in workspaces/*/tasks/*/; do $(ENVCRAFT) run "$$task" || exit 1; done
 
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained). ENVCRAFT_TEST_REQUIRE=all turns skips into failures.

@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //!
-//! - [`spec`]: the file formats (policies today), parsed with serde and validated, with errors
-//!   that name the key, the line and what is expected.
+//! - [`spec`]: the file formats (policies, environments, tasks, skills), parsed with serde and
+//!   validated, with errors that name the file, the key, the line and what is expected.
 //! - [`sandbox`]: one command in a fresh sandbox: a pure plan (mounts, Landlock rules, seccomp
 //!   rules, limits) and the code that applies it in the cloned child, in one documented order;
 //!   also the machine probe behind `envcraft doctor`.

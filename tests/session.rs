@@ -461,3 +461,100 @@ fn a_fork_starts_from_its_parent_and_neither_sees_the_others_later_changes() {
         "{out}"
     );
 }
+
+#[test]
+fn reference_solutions_score_one_and_an_untouched_workspace_does_not() {
+    if !sandbox_ready() {
+        return;
+    }
+    for task in ["example/extract-todos", "example/archive-read-mail"] {
+        let state = tempfile::tempdir().unwrap();
+        let (code, out, err) = envcraft(&["run", task, "--json"], "", state.path());
+        assert_eq!(code, 0, "{err}");
+        let report: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(report["reward"], 1.0, "{task}: {report}");
+        assert_eq!(report["passed"], true);
+        let noop = run(task, &[json!({"tool": "ls", "args": {}})], &[]);
+        assert!(noop["reward"].as_f64().unwrap() < 1.0, "{task}: {noop}");
+        assert_eq!(noop["passed"], false);
+        let failed: Vec<&Value> = noop["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["passed"] == false)
+            .collect();
+        assert!(!failed.is_empty());
+    }
+}
+
+#[test]
+fn record_writes_the_same_expected_json_from_the_reference_solution() {
+    if !sandbox_ready() {
+        return;
+    }
+    // A copy of the example environment, so the repository is never written.
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("example");
+    let status = Command::new("cp")
+        .args(["-a"])
+        .arg(root().join("workspaces/example"))
+        .arg(&env)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let task = env.join("tasks/archive-read-mail");
+    let committed = fs::read_to_string(task.join("expected.json")).unwrap();
+    fs::remove_file(task.join("expected.json")).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (code, _, err) = envcraft(&["run", task.to_str().unwrap(), "--json"], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = envcraft(&["record", task.to_str().unwrap()], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("2 file rules, 2 absent"), "{out}");
+    assert_eq!(
+        fs::read_to_string(task.join("expected.json")).unwrap(),
+        committed
+    );
+    // A solution that fails records nothing.
+    fs::write(
+        task.join("bad.jsonl"),
+        "{\"tool\": \"read\", \"args\": {\"path\": \"nope\"}}\n",
+    )
+    .unwrap();
+    fs::remove_file(task.join("expected.json")).unwrap();
+    let bad = task.join("bad.jsonl");
+    let (code, _, err) = envcraft(
+        &[
+            "record",
+            task.to_str().unwrap(),
+            "--actions",
+            bad.to_str().unwrap(),
+        ],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 125);
+    assert!(err.contains("reference solution failed"), "{err}");
+    assert!(!task.join("expected.json").exists());
+}
+
+#[test]
+fn manifest_prints_kind_mode_hash_and_path() {
+    if !sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (code, out, err) = envcraft(
+        &["manifest", dir.path().to_str().unwrap()],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    // sha256("hello\n")
+    assert!(
+        out.contains("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03  a.txt"),
+        "{out}"
+    );
+}

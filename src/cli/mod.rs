@@ -3,6 +3,8 @@
 
 mod doctor;
 mod exec;
+mod manifest;
+mod record;
 mod run;
 mod shell;
 mod task_args;
@@ -38,6 +40,10 @@ pub enum Command {
     Shell(shell::ShellArgs),
     /// Print the tool schemas an LLM is given for a task.
     Tools(tools::ToolsArgs),
+    /// Run a task's reference solution and write its expected.json.
+    Record(record::RecordArgs),
+    /// Print the manifest (kind, mode, sha256, path) of a directory.
+    Manifest(manifest::ManifestArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -48,6 +54,8 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Run(args) => run::run(args),
         Command::Shell(args) => shell::run(args),
         Command::Tools(args) => tools::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Manifest(args) => manifest::run(args),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `envcraft run TASK --actions TRAJ.jsonl [--json] [--keep DIR]`: replay tool calls in a fresh
-//! session and report what happened.
+//! session, verify the final workspace, and report what happened.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -69,6 +69,13 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     if let Some(dir) = &args.keep {
         session.keep_changes(dir)?;
     }
+    // The verdict, or why there is none (the task has no expected.json yet, say).
+    let verdict = match session.verify() {
+        Ok(v) => json!({"reward": v.reward, "passed": v.passed, "checks": v.checks}),
+        Err(e) => {
+            json!({"reward": null, "passed": null, "checks": [], "verifier_error": crate::error::chain(&e)})
+        }
+    };
     let failed = actions
         .iter()
         .filter(|a| a["result"]["ok"] == Value::Bool(false))
@@ -76,6 +83,10 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     let report = json!({
         "task": format!("{}/{}", task.env.name, task.id),
         "session": session.id(),
+        "reward": verdict["reward"],
+        "passed": verdict["passed"],
+        "checks": verdict["checks"],
+        "verifier_error": verdict.get("verifier_error"),
         "actions": actions,
         "failed_calls": failed,
         "changes": changes,
@@ -88,9 +99,13 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
         writeln!(out).map_err(Error::Output)?;
     } else {
+        let reward = match report["reward"].as_f64() {
+            Some(r) => format!("reward {r:.3}"),
+            None => "no reward".to_string(),
+        };
         writeln!(
             out,
-            "{}: {} calls ({} failed); added {}, modified {}, deleted {}",
+            "{}: {reward}; {} calls ({} failed); added {}, modified {}, deleted {}",
             report["task"].as_str().unwrap_or_default(),
             report["actions"].as_array().map(Vec::len).unwrap_or(0),
             failed,

@@ -31,6 +31,14 @@ use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
 
+/// Where a sandbox's workspace state can be read (paths valid in this process only).
+#[derive(Debug, Clone)]
+pub struct StatePaths {
+    pub view: PathBuf,
+    pub changes: Option<PathBuf>,
+    pub workspace: PathBuf,
+}
+
 /// A started command, before it is supervised.
 struct Launched {
     id: u64,
@@ -481,6 +489,25 @@ impl Sandbox {
             )),
             _ => None,
         }
+    }
+
+    /// Paths this process can read: the template view (the workspace's start), where the
+    /// changes are (upper layer or copy; none for a read-only workspace), and the workspace as
+    /// the sandbox sees it.
+    pub fn state_paths(&mut self) -> Result<StatePaths, SandboxError> {
+        self.wait_ready()?;
+        let fd_path = |fd: &OwnedFd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let view = self.view.as_ref().map(fd_path).ok_or(SandboxError::Lost)?;
+        let workspace = self
+            .workspace_root
+            .as_ref()
+            .map(fd_path)
+            .ok_or(SandboxError::Lost)?;
+        Ok(StatePaths {
+            view,
+            changes: self.changes_source().map(|(p, _)| p),
+            workspace,
+        })
     }
 
     /// The changes so far: read from the upper layer, or by comparing the copy with the

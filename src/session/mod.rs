@@ -27,9 +27,11 @@ use crate::sandbox::{self, Enforced, Sandbox, SandboxError};
 use crate::spec::policy::{Policy, PolicyError};
 use crate::spec::skill::{SkillError, SkillSpec};
 use crate::spec::task::TaskSpec;
+use crate::spec::task::VerifierKind;
 use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
 use crate::tools::{self, ToolError, ToolResult, WorkspaceRoot};
+use crate::verify::{Expected, Extra, Manifest, Verdict};
 use crate::workspace::Changes;
 
 /// Why a session could not be made or used.
@@ -47,6 +49,12 @@ pub enum SessionError {
     NoWorkspace,
     #[error("cannot duplicate the workspace descriptor")]
     Descriptor(#[source] std::io::Error),
+    #[error(transparent)]
+    Verify(#[from] crate::verify::VerifyError),
+    #[error("task {task} has no expected.json yet: write it with `envcraft record {task}`")]
+    NoExpected { task: String },
+    #[error("task {task} asks for a {kind} verifier, which this version runs only as `manifest`")]
+    VerifierKind { task: String, kind: String },
 }
 
 /// Where sessions live and what they can reach.
@@ -406,6 +414,63 @@ impl Session {
             tracing::error!(session = %self.id, error = %crate::error::chain(&e), "state");
         }
         json
+    }
+
+    /// The manifests of the workspace as it started and as it is now (the latter from the
+    /// former and the changes: O(changed bytes) beyond the template's hash), and where the
+    /// workspace can be read.
+    fn manifests(&mut self) -> Result<(Manifest, Manifest, PathBuf), SessionError> {
+        let changes = self.sandbox.changes()?;
+        let paths = self.sandbox.state_paths()?;
+        let initial = Manifest::of_dir(&paths.view)?;
+        let final_ = match &paths.changes {
+            Some(source) => initial.apply_changes(source, &changes)?,
+            None => initial.clone(),
+        };
+        Ok((initial, final_, paths.workspace))
+    }
+
+    fn task_name(&self) -> String {
+        format!("{}/{}", self.parts.task.env.name, self.parts.task.id)
+    }
+
+    /// Score the workspace against the task's `expected.json`.
+    pub fn verify(&mut self) -> Result<Verdict, SessionError> {
+        let task = &self.parts.task;
+        if task.verifier.kind != VerifierKind::Manifest {
+            return Err(SessionError::VerifierKind {
+                task: self.task_name(),
+                kind: format!("{:?}", task.verifier.kind).to_lowercase(),
+            });
+        }
+        let path = task.dir.join("expected.json");
+        if !path.exists() {
+            return Err(SessionError::NoExpected {
+                task: self.task_name(),
+            });
+        }
+        let expected = Expected::load(&path)?;
+        let (initial, final_, root) = self.manifests()?;
+        Ok(crate::verify::verify(
+            &expected,
+            &initial,
+            &final_,
+            Some(&root),
+        ))
+    }
+
+    /// What the task's `expected.json` should hold if this session's workspace is the right
+    /// answer (after its reference solution): every changed path as a rule.
+    pub fn record(&mut self) -> Result<Expected, SessionError> {
+        let (initial, final_, _) = self.manifests()?;
+        let verifier = &self.parts.task.verifier;
+        let extra = match verifier.extra {
+            crate::spec::task::ExtraFiles::Allow => Extra::Allow,
+            crate::spec::task::ExtraFiles::Deny => Extra::Deny,
+        };
+        let mut expected = crate::verify::expected_from(&initial, &final_, extra);
+        expected.all_or_nothing = verifier.all_or_nothing;
+        Ok(expected)
     }
 
     /// The workspace's changes so far.

@@ -359,9 +359,8 @@ fn text_head(root: &std::os::fd::OwnedFd, path: &str) -> Option<String> {
     };
     let all: Vec<&str> = text.lines().collect();
     let shown = all.len().min(DIFF_LINES);
-    let mut out = format!(
-        "--- expected {path} (only its hash is recorded)\n+++ actual {path}\n@@ -0,0 +1,{shown} @@\n"
-    );
+    let mut out = format!("--- expected {path} (only its hash is recorded)\n");
+    out.push_str(&format!("+++ actual {path}\n@@ -0,0 +1,{shown} @@\n"));
     for line in &all[..shown] {
         out.push('+');
         if line.chars().count() > DIFF_LINE_CHARS {

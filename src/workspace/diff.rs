@@ -224,7 +224,12 @@ pub fn changes(tree: &Path, lower: &Path, layer: Layer) -> Result<Changes, Works
                 match (&lst, lower_is_dir) {
                     (None, _) => changes.added.push(rel.clone()),
                     (Some(_), false) => changes.modified.push(rel.clone()),
-                    (Some(_), true) => {
+                    (Some(lst), true) => {
+                        // A directory whose permission bits alone changed (chmod, or removed
+                        // and made again with another mode) is modified too.
+                        if ust.st_mode & 0o7777 != lst.st_mode & 0o7777 {
+                            changes.modified.push(rel.clone());
+                        }
                         if layer == Layer::Upper && is_opaque(&sub) {
                             // The template's directory was replaced: what the upper one
                             // lacks is gone.
