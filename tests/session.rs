@@ -558,3 +558,100 @@ fn manifest_prints_kind_mode_hash_and_path() {
         "{out}"
     );
 }
+
+/// Processes whose command line contains `needle` (from /proc).
+fn processes_with(needle: &str) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn a_session_killed_mid_call_leaves_nothing_behind() {
+    if !sandbox_ready() {
+        return;
+    }
+    // Not an attack (the command only sleeps), so envcraft runs directly: killing it inside
+    // `contained` would end contained's PID namespace and prove nothing.
+    let state = tempfile::tempdir().unwrap();
+    let marker = format!("sleep 87.{}", std::process::id());
+    let mut child = Command::new(common::envcraft())
+        .args(["shell", "example/extract-todos"])
+        .current_dir(root())
+        .env("ENVCRAFT_STATE_DIR", state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "exec {{\"command\": \"{marker} & {marker}\"}}").unwrap();
+    // Wait (bounded) for the command to run in the sandbox.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while processes_with(&marker).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let runs_before: Vec<_> = fs::read_dir(state.path()).unwrap().flatten().collect();
+    assert!(
+        !runs_before.is_empty(),
+        "a run directory exists while the session lives"
+    );
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox's processes outlived envcraft: {:?}",
+            processes_with(&marker)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The next envcraft removes the directories (and cgroups) the killed one left.
+    let names: Vec<String> = runs_before
+        .iter()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("envcraft-"))
+        .collect();
+    let r = run("example/extract-todos", &[], &[]);
+    assert_eq!(r["failed_calls"], 0);
+    let (code, _, err) = envcraft(&["run", "example/extract-todos"], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let left: Vec<String> = fs::read_dir(state.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "sessions")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(
+        fs::read_dir(state.path().join("sessions")).unwrap().count(),
+        0
+    );
+    for name in names {
+        for parent in [
+            "/sys/fs/cgroup/pids/envcraft",
+            "/sys/fs/cgroup/memory/envcraft",
+        ] {
+            assert!(
+                !Path::new(parent).join(&name).exists(),
+                "cgroup {name} left in {parent}"
+            );
+        }
+    }
+}

@@ -193,6 +193,7 @@ impl Sandbox {
         state_root: &Path,
         seed: Option<(OwnedFd, WorkspaceKind)>,
     ) -> Result<Sandbox, SandboxError> {
+        super::stale::sweep_once(state_root);
         let state = tempfile::Builder::new()
             .prefix("envcraft-")
             .tempdir_in(state_root)
@@ -200,6 +201,10 @@ impl Sandbox {
                 path: state_root.to_path_buf(),
                 source,
             })?;
+        super::stale::mark_owner(state.path()).map_err(|source| SandboxError::StateDir {
+            path: state_root.to_path_buf(),
+            source,
+        })?;
         let dirs = StateDirs {
             base: state.path().to_path_buf(),
         };

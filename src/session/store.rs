@@ -48,6 +48,7 @@ impl SessionDir {
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
+        crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
         Ok(SessionDir { path })
     }
 
