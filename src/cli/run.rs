@@ -56,8 +56,10 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
                         break;
                     }
                 }
+                let began = Instant::now();
                 let result = session.call(&tool, &call_args);
-                actions.push(json!({"tool": tool, "args": call_args, "result": result}));
+                let duration_us = began.elapsed().as_micros() as u64;
+                actions.push(json!({"tool": tool, "args": call_args, "result": result, "duration_us": duration_us}));
             }
             Step::NextTurn => {
                 let prompt = session.next_turn()?;

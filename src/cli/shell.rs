@@ -94,10 +94,18 @@ pub fn run(args: ShellArgs) -> Result<i32, Error> {
                 None => say(&mut out, "no more turns")?,
             },
             ":fork" => {
+                let began = std::time::Instant::now();
                 let fork = session.fork()?;
+                let took = began.elapsed();
                 sessions.push(fork);
                 current = sessions.len() - 1;
-                say(&mut out, &format!("now in session {current} (a fork)"))?;
+                say(
+                    &mut out,
+                    &format!(
+                        "now in session {current} (a fork, made in {:.1} ms)",
+                        took.as_secs_f64() * 1000.0
+                    ),
+                )?;
             }
             _ if text.starts_with(":use") => match text[4..].trim().parse::<usize>() {
                 Ok(n) if n < sessions.len() => {

@@ -40,7 +40,7 @@ use nix::unistd::{Pid, chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
-use super::plan::{DEVICES, LandlockPlan, MountStep, Plan, RlimitKind, WorkspaceKind};
+use super::plan::{DEVICES, MountStep, Plan, RlimitKind, WorkspaceKind};
 use super::seccomp::Filters;
 use crate::spec::policy::Protection;
 use crate::sys::{self, Cloned};
@@ -325,6 +325,9 @@ fn init_steps(
 /// stop on `Shutdown` or when envcraft goes away.
 fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // Built once here, where the commands' mounts are: each command only applies it.
+    let rules = landlock::Prepared::build(&plan.landlock, sys::landlock_abi_version())
+        .map_err(|e| fail("build the Landlock ruleset", crate::error::chain(&e)))?;
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
     loop {
@@ -391,11 +394,11 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
                     Ok(Cloned::Child) => command_main(
                         plan,
                         filters,
+                        &rules,
                         channel,
                         stdio,
                         &command,
                         &plan.workspace,
-                        &[],
                     ),
                     Ok(Cloned::Parent(pid)) => match sys::pidfd_open(pid) {
                         Ok(fd) => running.push((id, Pid::from_raw(pid), fd)),
@@ -701,21 +704,13 @@ pub struct CommandSpec<'a> {
 pub fn command_main(
     plan: &Plan,
     filters: &Filters,
+    rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
     command: &CommandSpec<'_>,
     workspace: &Path,
-    extra_write: &[PathBuf],
 ) -> ! {
-    let code = match command_steps(
-        plan,
-        filters,
-        channel,
-        stdio,
-        command,
-        workspace,
-        extra_write,
-    ) {
+    let code = match command_steps(plan, filters, rules, channel, stdio, command, workspace) {
         Ok(never) => match never {},
         Err((e, code)) => {
             // 126/127 were reported as ExecFailed already; anything else is a setup failure.
@@ -741,19 +736,16 @@ enum Never {}
 fn command_steps(
     plan: &Plan,
     filters: &Filters,
+    rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
     command: &CommandSpec<'_>,
     workspace: &Path,
-    extra_write: &[PathBuf],
 ) -> Result<Never, (StepError, i32)> {
     let setup = |e: StepError| (e, 125);
     // 11. Own session, the planned stdio, the workspace as working directory.
     nix::unistd::setsid().step("setsid").map_err(setup)?;
     set_stdio(stdio).step("set up stdio").map_err(setup)?;
-    sys::close_fds_except(3, &[channel.raw_fd()])
-        .step("close inherited descriptors")
-        .map_err(setup)?;
     chdir(workspace)
         .step("enter the workspace")
         .map_err(setup)?;
@@ -803,15 +795,14 @@ fn command_steps(
             .map_err(setup)?;
     }
 
-    // 13. Landlock.
-    let mut landlock_plan: LandlockPlan = plan.landlock.clone();
-    landlock_plan.read_write.extend(extra_write.iter().cloned());
-    if !plan.namespaced {
-        landlock_plan.read_write.push(workspace.to_path_buf());
-    }
-    let abi = sys::landlock_abi_version();
-    let outcome = landlock::restrict_current_thread(&landlock_plan, abi)
+    // 13. Landlock: the ruleset was built once (see `landlock::Prepared`); one call applies it.
+    // Then every descriptor but stdio and the channel is closed (the ruleset's among them).
+    let outcome = rules
+        .restrict_current_thread()
         .map_err(|e| (fail("landlock", crate::error::chain(&e)), 125))?;
+    sys::close_fds_except(3, &[channel.raw_fd()])
+        .step("close inherited descriptors")
+        .map_err(setup)?;
     for (protection, ok) in [
         (Protection::LandlockFilesystem, outcome.filesystem),
         (Protection::LandlockNetwork, outcome.network),
@@ -822,7 +813,8 @@ fn command_steps(
                 fail(
                     "landlock",
                     format!(
-                        "{protection} is required but the kernel (Landlock ABI {abi}) did not enforce it"
+                        "{protection} is required but the kernel (Landlock ABI {}) did not enforce it",
+                        outcome.abi
                     ),
                 ),
                 125,

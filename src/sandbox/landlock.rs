@@ -6,7 +6,7 @@
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +16,8 @@ use super::plan::LandlockPlan;
 pub enum LandlockError {
     #[error("cannot build the Landlock ruleset")]
     Ruleset(#[from] landlock::RulesetError),
+    #[error("cannot duplicate the Landlock ruleset")]
+    Clone(#[source] std::io::Error),
 }
 
 /// What the kernel enforced.
@@ -33,13 +35,41 @@ fn abi_from(version: i32) -> ABI {
     ABI::from(version)
 }
 
-/// Build the ruleset and restrict the calling thread. Scope: the command process only, after
-/// its mounts are final and before seccomp (whose filter would not allow Landlock's calls to
-/// be reconsidered) and `execve`. Also sets `no_new_privs`.
-pub fn restrict_current_thread(
-    plan: &LandlockPlan,
-    abi_version: i32,
-) -> Result<LandlockOutcome, LandlockError> {
+/// A ruleset built once (by the init, after its mounts are final, or by envcraft without
+/// namespaces) and applied by every command it starts: a command then makes one system call
+/// for Landlock instead of one per rule.
+pub struct Prepared {
+    created: RulesetCreated,
+    abi: i32,
+    network: bool,
+    scope: bool,
+}
+
+impl Prepared {
+    /// Build the ruleset of `plan` for the kernel's ABI `abi_version`. The paths are resolved
+    /// now, in the caller's mount namespace.
+    pub fn build(plan: &LandlockPlan, abi_version: i32) -> Result<Prepared, LandlockError> {
+        build(plan, abi_version)
+    }
+
+    /// Restrict the calling thread with the prepared ruleset (and set `no_new_privs`). Scope:
+    /// the command process only, before seccomp (whose filter would not let Landlock's calls
+    /// be made) and `execve`.
+    pub fn restrict_current_thread(&self) -> Result<LandlockOutcome, LandlockError> {
+        let created = self.created.try_clone().map_err(LandlockError::Clone)?;
+        let status = created.restrict_self()?;
+        let enforced = status.ruleset != RulesetStatus::NotEnforced;
+        Ok(LandlockOutcome {
+            abi: self.abi,
+            filesystem: enforced,
+            network: enforced && self.network,
+            scope: enforced && self.scope,
+            fully: status.ruleset == RulesetStatus::FullyEnforced,
+        })
+    }
+}
+
+fn build(plan: &LandlockPlan, abi_version: i32) -> Result<Prepared, LandlockError> {
     let abi = abi_from(abi_version);
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
@@ -82,13 +112,10 @@ pub fn restrict_current_thread(
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
         }
     }
-    let status = created.restrict_self()?;
-    let enforced = status.ruleset != RulesetStatus::NotEnforced;
-    Ok(LandlockOutcome {
+    Ok(Prepared {
+        created,
         abi: abi_version,
-        filesystem: enforced,
-        network: enforced && network,
-        scope: enforced && scope && plan.scope,
-        fully: status.ruleset == RulesetStatus::FullyEnforced,
+        network,
+        scope: scope && plan.scope,
     })
 }

@@ -114,7 +114,7 @@ enum Backend {
     Host {
         parent_end: Channel,
         child_end: Channel,
-        extra_write: Vec<PathBuf>,
+        rules: super::landlock::Prepared,
     },
 }
 
@@ -123,6 +123,8 @@ pub struct Sandbox {
     plan: Plan,
     filters: Filters,
     state: Option<tempfile::TempDir>,
+    /// Keeps the state directory marked as alive (see `stale`).
+    _owner: Option<super::stale::OwnerMark>,
     backend: Backend,
     cgroup: Option<RunCgroup>,
     kind: WorkspaceKind,
@@ -201,10 +203,11 @@ impl Sandbox {
                 path: state_root.to_path_buf(),
                 source,
             })?;
-        super::stale::mark_owner(state.path()).map_err(|source| SandboxError::StateDir {
-            path: state_root.to_path_buf(),
-            source,
-        })?;
+        let owner =
+            super::stale::mark_owner(state.path()).map_err(|source| SandboxError::StateDir {
+                path: state_root.to_path_buf(),
+                source,
+            })?;
         let dirs = StateDirs {
             base: state.path().to_path_buf(),
         };
@@ -216,7 +219,7 @@ impl Sandbox {
         let filters = Filters::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
-            return Sandbox::start_on_host(plan, filters, state, cgroup, seed);
+            return Sandbox::start_on_host(plan, filters, (state, owner), cgroup, seed);
         }
         if let Some((_, kind)) = &seed
             && *kind == WorkspaceKind::ReadOnly
@@ -274,6 +277,7 @@ impl Sandbox {
             plan: plan.clone(),
             filters,
             state: Some(state),
+            _owner: Some(owner),
             backend: Backend::Namespaced {
                 init,
                 pidfd,
@@ -327,7 +331,7 @@ impl Sandbox {
     fn start_on_host(
         plan: &Plan,
         filters: Filters,
-        state: tempfile::TempDir,
+        (state, owner): (tempfile::TempDir, super::stale::OwnerMark),
         mut cgroup: Option<RunCgroup>,
         seed: Option<(OwnedFd, WorkspaceKind)>,
     ) -> Result<Sandbox, SandboxError> {
@@ -363,6 +367,16 @@ impl Sandbox {
             cg.create()?;
         }
         let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
+        let mut landlock_plan = plan.landlock.clone();
+        landlock_plan
+            .read_write
+            .extend([copy.clone(), tmp.clone(), home.clone()]);
+        let rules = super::landlock::Prepared::build(&landlock_plan, sys::landlock_abi_version())
+            .map_err(|e| SandboxError::Setup {
+            step: "build the Landlock ruleset".into(),
+            errno: 0,
+            detail: crate::error::chain(&e),
+        })?;
         let workspace_root = fs::File::open(&copy)
             .map(OwnedFd::from)
             .map_err(os("open the workspace copy"))?;
@@ -373,10 +387,11 @@ impl Sandbox {
             plan,
             filters,
             state: Some(state),
+            _owner: Some(owner),
             backend: Backend::Host {
                 parent_end,
                 child_end,
-                extra_write: vec![tmp, home],
+                rules,
             },
             cgroup,
             kind: WorkspaceKind::Copy,
@@ -589,9 +604,7 @@ impl Sandbox {
                     .map_err(os("send the command to the sandbox"))?;
             }
             Backend::Host {
-                child_end,
-                extra_write,
-                ..
+                child_end, rules, ..
             } => {
                 let membership = match &self.cgroup {
                     Some(cg) if cg.is_active() => cg.open_membership_files()?,
@@ -616,11 +629,11 @@ impl Sandbox {
                         child::command_main(
                             &self.plan,
                             &self.filters,
+                            rules,
                             child_end,
                             stdio,
                             &spec,
                             &self.plan.workspace,
-                            extra_write,
                         )
                     }
                     Ok(Cloned::Parent(pid)) => {

@@ -366,40 +366,27 @@ fn namespaced_root(
         read_dir: vec![PathBuf::from("/")],
         ..LandlockPlan::default()
     };
+    // Private tmpfs first (HOME, /tmp), then the read-only binds: a read-only path below one of
+    // them (a checkout under /tmp, a toolchain under /root) stays visible instead of being
+    // covered by the tmpfs.
+    let mut binds = Vec::new();
     let mut bound: Vec<PathBuf> = Vec::new();
     for path in &fs.read_only {
         match (host.stat)(path) {
             HostEntry::Dir | HostEntry::File => {
                 let dir = (host.stat)(path) == HostEntry::Dir;
-                mounts.push(MountStep::BindReadOnly {
+                binds.push(MountStep::BindReadOnly {
                     path: path.clone(),
                     dir,
                 });
                 landlock.read_exec.push(path.clone());
                 bound.push(path.clone());
             }
-            HostEntry::Symlink(target) => mounts.push(MountStep::Symlink {
+            HostEntry::Symlink(target) => binds.push(MountStep::Symlink {
                 path: path.clone(),
                 target,
             }),
             HostEntry::Missing | HostEntry::Special => {}
-        }
-    }
-    for hole in &fs.hidden {
-        if !bound.iter().any(|b| hole.starts_with(b)) {
-            continue; // not visible inside anyway
-        }
-        match (host.stat)(hole) {
-            HostEntry::Dir => mounts.push(MountStep::Mask {
-                path: hole.clone(),
-                dir: true,
-            }),
-            HostEntry::File | HostEntry::Special => mounts.push(MountStep::Mask {
-                path: hole.clone(),
-                dir: false,
-            }),
-            // A symlink cannot be mounted over; what it points to is masked if listed itself.
-            HostEntry::Symlink(_) | HostEntry::Missing => {}
         }
     }
     let home = &policy.environment.home;
@@ -417,6 +404,24 @@ fn namespaced_root(
         mode: 0o1777,
     });
     landlock.read_write.push(PathBuf::from("/tmp"));
+    mounts.extend(binds);
+    for hole in &fs.hidden {
+        if !bound.iter().any(|b| hole.starts_with(b)) {
+            continue; // not visible inside anyway
+        }
+        match (host.stat)(hole) {
+            HostEntry::Dir => mounts.push(MountStep::Mask {
+                path: hole.clone(),
+                dir: true,
+            }),
+            HostEntry::File | HostEntry::Special => mounts.push(MountStep::Mask {
+                path: hole.clone(),
+                dir: false,
+            }),
+            // A symlink cannot be mounted over; what it points to is masked if listed itself.
+            HostEntry::Symlink(_) | HostEntry::Missing => {}
+        }
+    }
     mounts.push(MountStep::Dev {
         shm_bytes: fs.tmp_bytes,
     });
@@ -757,6 +762,20 @@ mod tests {
         let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
         assert_eq!((plan.uid, plan.gid), (1234, 99));
         assert!(plan.invoker_is_root);
+    }
+
+    #[test]
+    fn private_tmpfs_come_before_read_only_binds_so_binds_below_them_stay_visible() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let pos = |f: &dyn Fn(&MountStep) -> bool| plan.mounts.iter().position(f).unwrap();
+        let tmp = pos(&|m| matches!(m, MountStep::Tmpfs { path, .. } if path == Path::new("/tmp")));
+        let usr = pos(
+            &|m| matches!(m, MountStep::BindReadOnly { path, .. } if path == Path::new("/usr")),
+        );
+        let shadow =
+            pos(&|m| matches!(m, MountStep::Mask { path, .. } if path == Path::new("/etc/shadow")));
+        assert!(tmp < usr && usr < shadow);
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //!
 //! A sandbox's processes and mounts die with envcraft (the init has a parent-death signal and
 //! the kernel then ends the PID and mount namespaces), but directories do not: a run's state
-//! directory, a session's directory and a run's cgroups. Each is marked with its owner (pid
-//! and start time, so a reused pid is not mistaken for it); the first sandbox a process starts
-//! removes those whose owner is gone.
+//! directory, a session's directory and a run's cgroups. Each directory holds a file its owner
+//! keeps locked; the first sandbox a process starts removes those whose lock is free (the
+//! owner died), and their cgroups.
 
 use std::fs;
 use std::path::Path;
@@ -12,28 +12,32 @@ use std::sync::Once;
 
 const OWNER: &str = ".envcraft-owner";
 
-/// `pid start-time` of a process, from /proc (the start time tells a reused pid apart).
-fn identity(pid: &str) -> Option<String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces: fields are counted after its closing parenthesis.
-    let after = stat.rsplit_once(')')?.1;
-    let start = after.split_whitespace().nth(19)?;
-    Some(format!("{pid} {start}"))
+/// Mark `dir` as owned by this process for as long as the returned file stays open: an
+/// exclusive `flock` on `dir/.envcraft-owner`, which the kernel releases when the owner dies
+/// (pids would not do: envcraft may run in PID namespaces of its own). The lock is taken on a
+/// temporary name and then renamed into place, so a sweeper never sees it unlocked.
+pub fn mark_owner(dir: &Path) -> std::io::Result<OwnerMark> {
+    let temp = dir.join(format!("{OWNER}.{}", std::process::id()));
+    let file = fs::File::create(&temp)?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
+    fs::rename(&temp, dir.join(OWNER))?;
+    Ok(OwnerMark { _lock: lock })
 }
 
-/// Mark `dir` as owned by this process.
-pub fn mark_owner(dir: &Path) -> std::io::Result<()> {
-    let me = identity(&std::process::id().to_string()).unwrap_or_default();
-    fs::write(dir.join(OWNER), me)
+/// A directory's owner mark: the directory counts as alive while this is held.
+#[derive(Debug)]
+pub struct OwnerMark {
+    _lock: nix::fcntl::Flock<fs::File>,
 }
 
-/// Whether the process that marked `dir` is gone (unmarked directories are left alone).
+/// Whether the owner of `dir` is gone: its lock can be taken (unmarked directories are left
+/// alone).
 fn owner_gone(dir: &Path) -> bool {
-    let Ok(mark) = fs::read_to_string(dir.join(OWNER)) else {
+    let Ok(file) = fs::File::open(dir.join(OWNER)) else {
         return false;
     };
-    let pid = mark.split_whitespace().next().unwrap_or_default();
-    identity(pid).as_deref() != Some(mark.trim())
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
 }
 
 const CGROUP_PARENTS: &[&str] = &[
@@ -88,9 +92,9 @@ mod tests {
         for d in [&live, &dead, &unmarked] {
             fs::create_dir(d).unwrap();
         }
-        mark_owner(&live).unwrap();
-        // A pid that cannot be running (above pid_max), as a dead owner.
-        fs::write(dead.join(OWNER), "4194305 1").unwrap();
+        let _held = mark_owner(&live).unwrap();
+        // A dead owner: its lock file, released.
+        drop(mark_owner(&dead).unwrap());
         sweep(root.path());
         assert!(live.exists() && unmarked.exists());
         assert!(!dead.exists());

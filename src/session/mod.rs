@@ -182,7 +182,7 @@ impl Session {
             lock_wait: options.lock_wait,
             sessions_root: options.state_root.join("sessions"),
         };
-        let session = Session::assemble(parts, sandbox, 0, 0, Default::default())?;
+        let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None)?;
         if let Some(prompt) = task.turns.first() {
             let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
             session
@@ -201,22 +201,29 @@ impl Session {
         action_index: u64,
         turn: usize,
         offsets: tools::process::Offsets,
+        known: Option<Enforced>,
     ) -> Result<Session, SessionError> {
-        let probe = sandbox.exec(&sandbox::ExecRequest {
-            argv: vec!["/bin/true".into()],
-            env: parts.clock.env_at(action_index),
-            timeout: Duration::from_secs(10),
-            stdin: sandbox::StdinSource::Null,
-            output: sandbox::OutputMode::Capture,
-        })?;
-        if probe.exit_code != Some(0) {
-            return Err(SessionError::Sandbox(SandboxError::Setup {
-                step: "run a first command".into(),
-                errno: 0,
-                detail: String::from_utf8_lossy(&probe.stderr).trim().to_string(),
-            }));
-        }
-        let enforced = sandbox::enforced(&sandbox);
+        // A fork's sandbox is its parent's, built again: what was enforced is known.
+        let enforced = match known {
+            Some(enforced) => enforced,
+            None => {
+                let probe = sandbox.exec(&sandbox::ExecRequest {
+                    argv: vec!["/bin/true".into()],
+                    env: parts.clock.env_at(action_index),
+                    timeout: Duration::from_secs(10),
+                    stdin: sandbox::StdinSource::Null,
+                    output: sandbox::OutputMode::Capture,
+                })?;
+                if probe.exit_code != Some(0) {
+                    return Err(SessionError::Sandbox(SandboxError::Setup {
+                        step: "run a first command".into(),
+                        errno: 0,
+                        detail: String::from_utf8_lossy(&probe.stderr).trim().to_string(),
+                    }));
+                }
+                sandbox::enforced(&sandbox)
+            }
+        };
         let plan = sandbox.plan().clone();
         let fd = sandbox
             .workspace_root()?
@@ -255,6 +262,7 @@ impl Session {
     /// Changes in either never show in the other.
     pub fn fork(&mut self) -> Result<Session, SessionError> {
         let _lock = self.dir.lock(self.parts.lock_wait)?;
+        self.save()?;
         let sandbox = self.sandbox.fork()?;
         let fork = Session::assemble(
             self.parts.clone(),
@@ -262,6 +270,7 @@ impl Session {
             self.action_index,
             self.turn,
             self.offsets.clone(),
+            Some(self.enforced.clone()),
         )?;
         let transcript = self.dir.path.join("transcript.jsonl");
         if transcript.exists() {
@@ -398,21 +407,17 @@ impl Session {
             map.insert("action_index".into(), json!(index));
         }
         let is_error = !result.is_ok();
-        let lines = [
+        // Both lines in one append: a reader never sees a call without its result.
+        let lines = format!(
+            "{}\n{}",
             transcript::tool_call(index, tool, args, &stamp),
-            transcript::tool_result(index, tool, &json, is_error, &stamp),
-        ];
-        for line in lines {
-            if let Err(e) = self
-                .dir
-                .append_line("transcript.jsonl", line.to_string().as_bytes())
-            {
-                tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
-            }
+            transcript::tool_result(index, tool, &json, is_error, &stamp)
+        );
+        if let Err(e) = self.dir.append_line("transcript.jsonl", lines.as_bytes()) {
+            tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
         }
-        if let Err(e) = self.save() {
-            tracing::error!(session = %self.id, error = %crate::error::chain(&e), "state");
-        }
+        // state.json is rewritten at turns and forks, not per call: the transcript (appended
+        // and flushed per call) is the record of every call and of the action index.
         json
     }
 

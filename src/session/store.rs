@@ -29,10 +29,14 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// The directory of one session.
-#[derive(Debug, Clone)]
+/// The directory of one session, with its lock file and transcript kept open.
+#[derive(Debug)]
 pub struct SessionDir {
     pub path: PathBuf,
+    lock_file: File,
+    appends: std::collections::BTreeMap<String, File>,
+    /// Keeps the directory marked as alive (see `sandbox::stale`).
+    _owner: Option<crate::sandbox::stale::OwnerMark>,
 }
 
 /// A held session lock; released on drop.
@@ -48,21 +52,29 @@ impl SessionDir {
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
-        crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
-        Ok(SessionDir { path })
+        let owner = crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
+        let lock_path = path.join("lock");
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(write_err(&lock_path))?;
+        Ok(SessionDir {
+            path,
+            lock_file,
+            appends: Default::default(),
+            _owner: Some(owner),
+        })
     }
 
-    /// Take the session's lock, waiting at most `wait`.
+    /// Take the session's lock, waiting at most `wait`. The lock is the session's across
+    /// processes (an flock on its lock file); within one process `&mut` access serializes.
     pub fn lock(&self, wait: Duration) -> Result<SessionLock, StoreError> {
         let path = self.path.join("lock");
         let deadline = Instant::now() + wait;
         loop {
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(write_err(&path))?;
+            let file = self.lock_file.try_clone().map_err(write_err(&path))?;
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(SessionLock { _lock: lock }),
                 Err((_, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
@@ -97,14 +109,20 @@ impl SessionDir {
         Ok(())
     }
 
-    /// Append one line to `name` and flush it to disk.
-    pub fn append_line(&self, name: &str, line: &[u8]) -> Result<(), StoreError> {
+    /// Append one line to `name` (kept open) and flush it to disk.
+    pub fn append_line(&mut self, name: &str, line: &[u8]) -> Result<(), StoreError> {
         let path = self.path.join(name);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(write_err(&path))?;
+        if !self.appends.contains_key(name) {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(write_err(&path))?;
+            self.appends.insert(name.to_string(), file);
+        }
+        let Some(file) = self.appends.get_mut(name) else {
+            return Ok(());
+        };
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line);
         buf.push(b'\n');
@@ -139,7 +157,17 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = SessionDir::create(root.path(), "s2").unwrap();
         let held = dir.lock(Duration::from_millis(10)).unwrap();
-        let other = dir.lock(Duration::from_millis(30));
+        // Another process's view of the same session: its own open of the lock file.
+        let other_dir = SessionDir {
+            path: dir.path.clone(),
+            lock_file: OpenOptions::new()
+                .write(true)
+                .open(dir.path.join("lock"))
+                .unwrap(),
+            appends: Default::default(),
+            _owner: None,
+        };
+        let other = other_dir.lock(Duration::from_millis(30));
         assert!(matches!(other, Err(StoreError::LockTimeout(ref id)) if id == "s2"));
         drop(held);
         assert!(dir.lock(Duration::from_millis(10)).is_ok());
@@ -148,7 +176,7 @@ mod tests {
     #[test]
     fn lines_are_appended_in_order() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s3").unwrap();
+        let mut dir = SessionDir::create(root.path(), "s3").unwrap();
         dir.append_line("t.jsonl", b"1").unwrap();
         dir.append_line("t.jsonl", b"2").unwrap();
         assert_eq!(

@@ -21,6 +21,31 @@ pub fn schema() -> Value {
     })
 }
 
+/// The argv that runs `command`: `sh -c COMMAND`, except for a plain command line (words of
+/// letters, digits and `_ . / , : = + % @ -` separated by spaces, the first not an assignment
+/// or a shell keyword or builtin), which is executed directly, as shells do for a
+/// `-c` string holding one simple command. The result is the same; one process start less.
+pub fn argv_for(command: &str) -> Vec<String> {
+    const SHELL_WORDS: &[&str] = &[
+        "if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until", "do", "done",
+        "function", "select", "time", "cd", "exit", "export", "set", "unset", "exec", "eval",
+        "source", ".", "alias", "read", "return", "shift", "trap", "ulimit", "umask", "wait",
+        "command", "builtin", "type", "hash", "jobs", "fg", "bg", "kill", "readonly", "local",
+        "declare", "let", "test", "[", "echo", "printf", "pwd", "true", "false", ":",
+    ];
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./,:=+%@-".contains(c);
+    let words: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
+    let simple = !words.is_empty()
+        && command.chars().all(|c| c == ' ' || plain(c))
+        && !words[0].contains('=')
+        && !SHELL_WORDS.contains(&words[0]);
+    if simple {
+        words.into_iter().map(String::from).collect()
+    } else {
+        vec!["/bin/sh".into(), "-c".into(), command.to_string()]
+    }
+}
+
 /// Run `exec` with `args`. `env` holds the session's clock variables; `limit` is the policy's
 /// wall-clock limit, which a `timeout` argument can only shorten.
 pub fn call(
@@ -55,7 +80,7 @@ pub fn call(
         },
     };
     let request = ExecRequest {
-        argv: vec!["/bin/sh".into(), "-c".into(), command],
+        argv: argv_for(&command),
         env,
         timeout,
         stdin: StdinSource::Null,
@@ -91,6 +116,31 @@ pub fn call(
         Err(e) => {
             tracing::error!(error = %crate::error::chain(&e), "exec failed in the sandbox");
             ToolError::internal("the command could not be started in the sandbox").into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_command_lines_skip_the_shell_and_the_rest_keep_it() {
+        assert_eq!(argv_for("/bin/true"), vec!["/bin/true"]);
+        assert_eq!(argv_for("ls -la  notes"), vec!["ls", "-la", "notes"]);
+        for shell in [
+            "echo hi",
+            "ls > out",
+            "a=1 env",
+            "cd /tmp",
+            "ls *.txt",
+            "cat 'a b'",
+            "ls $HOME",
+            "true && false",
+            "ls\tx",
+            "",
+        ] {
+            assert_eq!(argv_for(shell)[0], "/bin/sh", "{shell:?}");
         }
     }
 }
