@@ -655,3 +655,144 @@ fn a_session_killed_mid_call_leaves_nothing_behind() {
         }
     }
 }
+
+/// A copy of the example environment with one more task, verified by `verifier` (TOML lines)
+/// with `grader/check.py` = `grader`. Returns (temp dir, task path).
+fn graded_task(verifier: &str, grader: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("example");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(root().join("workspaces/example"))
+        .arg(&env)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let task = env.join("tasks/graded");
+    fs::create_dir_all(task.join("grader")).unwrap();
+    fs::write(
+        task.join("task.toml"),
+        format!("prompt = \"Add an Inbox item to notes/todo.md.\"\n\n[verifier]\n{verifier}\n"),
+    )
+    .unwrap();
+    fs::write(task.join("grader/check.py"), grader).unwrap();
+    fs::write(
+        task.join("solution.jsonl"),
+        "{\"tool\": \"edit\", \"args\": {\"path\": \"notes/todo.md\", \"old_string\": \"## Inbox\\n\", \"new_string\": \"## Inbox\\n- [ ] Call the depot\\n\"}}\n",
+    )
+    .unwrap();
+    (dir, task)
+}
+
+const GRADER: &str = r#"
+import datetime, json, os
+todo = open("/workspace/notes/todo.md").read()
+calls = [json.loads(l) for l in open(os.environ["ENVCRAFT_TRANSCRIPT"])]
+names = [c["message"]["content"][0].get("name") for c in calls if c["message"]["role"] == "assistant"]
+try:
+    open("/workspace/litter.txt", "w").write("x")
+    wrote = 1
+except OSError:
+    wrote = 0
+print(json.dumps({
+    "item": 1.0 if "- [ ] Call the depot" in todo else 0.0,
+    "used_edit": 1.0 if "edit" in names else 0.0,
+    "monday": 1.0 if datetime.datetime.now().strftime("%A") == "Monday" else 0.0,
+    "read_only": 1.0 - wrote,
+}))
+"#;
+
+#[test]
+fn a_grader_command_scores_the_workspace_in_a_read_only_sandbox_of_its_own() {
+    if !sandbox_ready() {
+        return;
+    }
+    let (_dir, task) = graded_task(
+        "kind = \"command\"\ncommand = \"python3 grader/check.py\"\ntimeout_secs = 20",
+        GRADER,
+    );
+    let state = tempfile::tempdir().unwrap();
+    let t = task.to_str().unwrap();
+    let (code, out, err) = envcraft(&["run", t, "--json"], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["reward"], 1.0, "{report}");
+    let check = &report["checks"][0];
+    assert_eq!(check["kind"], "command");
+    assert!(
+        check["diff"].as_str().unwrap().contains("read_only"),
+        "{check}"
+    );
+    // Nothing done: the item is missing and no edit was made; the rest still holds.
+    let traj = task.join("noop.jsonl");
+    fs::write(
+        &traj,
+        "{\"tool\": \"exec\", \"args\": {\"command\": \"ls grader\"}}\n",
+    )
+    .unwrap();
+    let (code, out, err) = envcraft(
+        &["run", t, "--json", "--actions", traj.to_str().unwrap()],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["reward"], 0.5, "{report}");
+    // The grader's files are not there during the rollout.
+    assert_ne!(report["actions"][0]["result"]["exit_code"], 0, "{report}");
+}
+
+#[test]
+fn graders_that_hang_crash_or_print_garbage_score_zero_with_a_reason() {
+    if !sandbox_ready() {
+        return;
+    }
+    for (grader, reason) in [
+        ("import time\ntime.sleep(60)\n", "ran past 2 s"),
+        (
+            "raise SystemExit('boom')\n",
+            "exited with Some(1), its stderr ends: boom",
+        ),
+        ("print('looks fine to me')\n", "not a score"),
+        ("print(1.7)\n", "outside [0, 1]"),
+        // The network is out of reach: the grader dies before it prints its score.
+        (
+            "import socket\ns = socket.create_connection(('127.0.0.1', 22), timeout=1)\nprint(1)\n",
+            "Permission denied",
+        ),
+    ] {
+        let (_dir, task) = graded_task(
+            "kind = \"command\"\ncommand = \"python3 grader/check.py\"\ntimeout_secs = 2",
+            grader,
+        );
+        let state = tempfile::tempdir().unwrap();
+        let (code, out, err) =
+            envcraft(&["run", task.to_str().unwrap(), "--json"], "", state.path());
+        assert_eq!(code, 0, "{err}");
+        let report: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(report["reward"], 0.0, "{grader}: {report}");
+        let actual = report["checks"][0]["actual"].as_str().unwrap();
+        assert!(actual.contains(reason), "{grader}: {actual}");
+    }
+}
+
+#[test]
+fn a_hybrid_verifier_weighs_the_manifest_and_the_grader() {
+    if !sandbox_ready() {
+        return;
+    }
+    let (_dir, task) = graded_task(
+        "kind = \"hybrid\"\ncommand = \"python3 grader/check.py\"\nweights = { manifest = 3.0, command = 1.0 }",
+        "print(0.5)\n",
+    );
+    let state = tempfile::tempdir().unwrap();
+    let t = task.to_str().unwrap();
+    let (code, _, err) = envcraft(&["record", t], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = envcraft(&["run", t, "--json"], "", state.path());
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    // Manifest 1.0 (weight 3) and grader 0.5 (weight 1): 0.875, and not passed.
+    assert_eq!(report["reward"], 0.875, "{report}");
+    assert_eq!(report["passed"], false);
+}

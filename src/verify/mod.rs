@@ -11,6 +11,7 @@
 //!   manifest of a session from the template's manifest plus the overlay's upper layer;
 //! - [`expected`]: `expected.json` ([`Expected`]): parsing, validation, globs.
 
+pub mod command;
 pub mod expected;
 pub mod manifest;
 
@@ -69,6 +70,8 @@ pub enum CheckKind {
     Unchanged,
     /// `extra = "deny"`: a path added and named by no rule.
     Extra,
+    /// A code check: the grader command's score.
+    Command,
 }
 
 /// One rule applied to the final workspace.

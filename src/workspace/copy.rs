@@ -192,6 +192,7 @@ fn keep_one(from: &Path, to: &Path) -> io::Result<()> {
 pub fn copy_layer(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let opaque = c"user.overlay.opaque";
+    fs::create_dir_all(to).map_err(copy_err(from, to))?;
     let mut dirs = Vec::new();
     for entry in walkdir::WalkDir::new(from).min_depth(1).sort_by_file_name() {
         let entry = entry.map_err(|e| WorkspaceError::Read {
