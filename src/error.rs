@@ -46,6 +46,8 @@ pub enum Error {
     Trajectory(#[from] crate::session::trajectory::TrajectoryError),
     #[error("task {0} has no solution.jsonl: give the calls to replay with --actions")]
     NoTrajectory(std::path::PathBuf),
+    #[error(transparent)]
+    Grader(#[from] crate::verify::command::GraderError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

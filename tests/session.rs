@@ -796,3 +796,78 @@ fn a_hybrid_verifier_weighs_the_manifest_and_the_grader() {
     assert_eq!(report["reward"], 0.875, "{report}");
     assert_eq!(report["passed"], false);
 }
+
+#[test]
+fn verify_scores_a_directory_with_the_tasks_own_verifier() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("kept");
+    let (code, _, err) = envcraft(
+        &[
+            "run",
+            "example/extract-todos",
+            "--keep",
+            kept.to_str().unwrap(),
+        ],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let final_dir = dir.path().join("final");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(root().join("workspaces/example/files"))
+        .arg(&final_dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    fs::copy(
+        kept.join("files/notes/todo.md"),
+        final_dir.join("notes/todo.md"),
+    )
+    .unwrap();
+    let w = final_dir.to_str().unwrap();
+    let (code, out, err) = envcraft(
+        &[
+            "verify",
+            "example/extract-todos",
+            "--workspace",
+            w,
+            "--json",
+        ],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let verdict: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(verdict["reward"], 1.0);
+    // One byte flipped: not passed, exit 1, the failed check named.
+    let mut bytes = fs::read(final_dir.join("notes/todo.md")).unwrap();
+    bytes[0] ^= 1;
+    fs::write(final_dir.join("notes/todo.md"), bytes).unwrap();
+    let (code, out, _) = envcraft(
+        &["verify", "example/extract-todos", "--workspace", w],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("failed: file notes/todo.md"), "{out}");
+    // A grader task scores the directory in its sandbox.
+    let (_g, task) = graded_task(
+        "kind = \"command\"\ncommand = \"python3 grader/check.py\"",
+        "import os\nprint(1.0 if os.path.exists('/workspace/notes/todo.md') else 0.0)\n",
+    );
+    let (code, out, err) = envcraft(
+        &["verify", task.to_str().unwrap(), "--workspace", w, "--json"],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(out.trim()).unwrap()["reward"],
+        1.0
+    );
+}

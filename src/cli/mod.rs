@@ -9,6 +9,7 @@ mod run;
 mod shell;
 mod task_args;
 mod tools;
+mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -44,6 +45,8 @@ pub enum Command {
     Record(record::RecordArgs),
     /// Print the manifest (kind, mode, sha256, path) of a directory.
     Manifest(manifest::ManifestArgs),
+    /// Score a final workspace (a directory) against a task.
+    Verify(verify::VerifyArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Tools(args) => tools::run(args),
         Command::Record(args) => record::run(args),
         Command::Manifest(args) => manifest::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }
 

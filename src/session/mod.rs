@@ -32,7 +32,7 @@ use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
 use crate::tools::{self, ToolError, ToolResult, WorkspaceRoot};
 use crate::verify::command::CommandScore;
-use crate::verify::{Check, CheckKind, Expected, Extra, Manifest, Verdict};
+use crate::verify::{Check, Expected, Extra, Manifest, Verdict};
 use crate::workspace::Changes;
 
 /// Why a session could not be made or used.
@@ -52,6 +52,8 @@ pub enum SessionError {
     Descriptor(#[source] std::io::Error),
     #[error(transparent)]
     Verify(#[from] crate::verify::VerifyError),
+    #[error(transparent)]
+    Grader(#[from] crate::verify::command::GraderError),
     #[error("task {task} has no expected.json yet: write it with `envcraft record {task}`")]
     NoExpected { task: String },
 }
@@ -450,45 +452,7 @@ impl Session {
             VerifierKind::Manifest => None,
             VerifierKind::Command | VerifierKind::Hybrid => Some(self.run_grader()?),
         };
-        Ok(match (manifest, grader) {
-            (Some(m), None) => m,
-            (None, Some((score, check))) => {
-                let reward = if verifier.all_or_nothing && score.score < 1.0 {
-                    0.0
-                } else {
-                    score.score
-                };
-                Verdict {
-                    reward,
-                    passed: score.score >= 1.0,
-                    checks: vec![check],
-                }
-            }
-            (Some(m), Some((score, check))) => {
-                let w = verifier.weights.unwrap_or(crate::spec::task::Weights {
-                    manifest: 0.5,
-                    command: 0.5,
-                });
-                let passed = m.passed && score.score >= 1.0;
-                let mut reward =
-                    (w.manifest * m.reward + w.command * score.score) / (w.manifest + w.command);
-                if verifier.all_or_nothing && !passed {
-                    reward = 0.0;
-                }
-                let mut checks = m.checks;
-                checks.push(check);
-                Verdict {
-                    reward,
-                    passed,
-                    checks,
-                }
-            }
-            (None, None) => Verdict {
-                reward: 0.0,
-                passed: false,
-                checks: Vec::new(),
-            },
-        })
+        Ok(crate::verify::combine(&verifier, manifest, grader))
     }
 
     fn verify_manifest(&mut self) -> Result<Verdict, SessionError> {
@@ -508,14 +472,11 @@ impl Session {
         ))
     }
 
-    /// Run the task's grader command in a sandbox of its own under the `verifier` policy: the
-    /// workspace as this session left it, read-only, with the task's `grader/` files at
-    /// `/workspace/grader` (never visible during the rollout), the transcript at
-    /// `$ENVCRAFT_TRANSCRIPT`, and the session's clock. A timeout, a crash or output that is no
-    /// score gives 0 with the reason, never an error.
+    /// Run the task's grader on the workspace as this session left it (see
+    /// [`crate::verify::command::run_grader`]). The session's changes live in its own mount
+    /// namespace, which another sandbox cannot bind from: they are copied, whiteouts and opaque
+    /// directories included, which costs the changed bytes.
     fn run_grader(&mut self) -> Result<(CommandScore, Check), SessionError> {
-        let task = self.parts.task.clone();
-        let command = task.verifier.command.clone().unwrap_or_default();
         let paths = self.sandbox.state_paths()?;
         let plan = self.sandbox.plan().clone();
         let state_root = self
@@ -524,35 +485,17 @@ impl Session {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
-        let io = |what: &'static str| {
-            move |source: std::io::Error| SessionError::Sandbox(SandboxError::Os { what, source })
-        };
         let stage = tempfile::Builder::new()
-            .prefix("envcraft-grader-")
+            .prefix("envcraft-changes-")
             .tempdir_in(&state_root)
-            .map_err(io("stage the grader"))?;
-        let top = stage.path().join("layer");
-        let session = stage.path().join("session");
-        std::fs::create_dir_all(&top).map_err(io("stage the grader"))?;
-        std::fs::create_dir_all(&session).map_err(io("stage the grader"))?;
-        let grader_files = task.dir.join("grader");
-        if grader_files.is_dir() {
-            crate::workspace::copy_tree(&grader_files, &top.join("grader"))
-                .map_err(SandboxError::from)?;
-        }
-        let _ = std::fs::copy(
-            self.dir.path.join("transcript.jsonl"),
-            session.join("transcript.jsonl"),
-        );
-        // The workspace as it is now: the session's changes over its template layers (or its
-        // full copy), under the grader's files.
-        // (The session's changes live in its own mount namespace, which another sandbox cannot
-        // bind from: they are copied, whiteouts and opaque directories included, which costs
-        // the changed bytes.)
-        let mut layers = vec![top];
-        let changes = stage.path().join("changes");
+            .map_err(|source| SandboxError::Os {
+                what: "stage the workspace for the grader",
+                source,
+            })?;
+        let mut layers = Vec::new();
         match paths.changes {
             Some(source) => {
+                let changes = stage.path().join("changes");
                 crate::workspace::copy::copy_layer(&source, &changes)
                     .map_err(SandboxError::from)?;
                 layers.push(changes);
@@ -562,70 +505,14 @@ impl Session {
             }
             None => layers.extend(plan.lowers.iter().cloned()),
         }
-        let policy = Policy::bundled("verifier")?;
-        let request = Request {
+        let transcript = self.dir.path.join("transcript.jsonl");
+        Ok(crate::verify::command::run_grader(
+            &self.parts.task,
             layers,
-            binds: vec![(session, PathBuf::from("/.envcraft/session"))],
-            argv: vec!["/bin/true".into()],
-            timeout_secs: None,
-            host_env: Vec::new(),
-            without_namespaces: false,
-        };
-        let mut grader = sandbox::start(&policy, &request, &state_root)?;
-        let mut env = self.parts.clock.env_at(self.action_index);
-        env.push((
-            "ENVCRAFT_TRANSCRIPT".into(),
-            "/.envcraft/session/transcript.jsonl".into(),
-        ));
-        env.push(("ENVCRAFT_WORKSPACE".into(), "/workspace".into()));
-        let timeout = Duration::from_secs(task.verifier.timeout_secs);
-        let result = grader.exec(&sandbox::ExecRequest {
-            argv: vec!["/bin/sh".into(), "-c".into(), command.clone()],
-            env,
-            timeout,
-            stdin: sandbox::StdinSource::Null,
-            output: sandbox::OutputMode::Capture,
-        });
-        grader.close();
-        let score = match result {
-            Err(e) => CommandScore::zero(format!(
-                "the grader could not run: {}",
-                crate::error::chain(&e)
-            )),
-            Ok(r) if r.timed_out => CommandScore::zero(format!(
-                "the grader ran past {} s and was killed",
-                timeout.as_secs()
-            )),
-            Ok(r) => {
-                let mut score = crate::verify::command::parse(&String::from_utf8_lossy(&r.stdout));
-                if let (Some(reason), false) = (&score.reason, r.exit_code == Some(0)) {
-                    let stderr = String::from_utf8_lossy(&r.stderr);
-                    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-                    score.reason = Some(format!(
-                        "{reason}; the grader exited with {:?}, its stderr ends: {}",
-                        r.exit_code.or(r.signal.map(|s| 128 + s)),
-                        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-                    ));
-                }
-                score
-            }
-        };
-        let check = Check {
-            name: "command".into(),
-            kind: CheckKind::Command,
-            path: command,
-            passed: score.score >= 1.0,
-            expected: "score 1".into(),
-            actual: match &score.reason {
-                Some(reason) => format!("score 0 ({reason})"),
-                None => format!("score {}", score.score),
-            },
-            diff: score
-                .subscores
-                .as_ref()
-                .map(|s| serde_json::to_string(s).unwrap_or_default()),
-        };
-        Ok((score, check))
+            Some(&transcript),
+            self.parts.clock.env_at(self.action_index),
+            &state_root,
+        )?)
     }
 
     /// What the task's `expected.json` should hold if this session's workspace is the right

@@ -6,8 +6,126 @@
 //! scores 0 with the reason recorded.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
+
+use super::{Check, CheckKind};
+use crate::sandbox::plan::Request;
+use crate::sandbox::{self, ExecRequest, OutputMode, SandboxError, StdinSource};
+use crate::spec::policy::{Policy, PolicyError};
+use crate::spec::task::TaskSpec;
+
+/// Why a grader could not even be set up (its own failures are scores, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum GraderError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("cannot stage the grader's files")]
+    Stage(#[source] std::io::Error),
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+}
+
+/// Run `task`'s grader command in a sandbox of its own under the `verifier` policy, over the
+/// workspace made of `layers` (topmost first), read-only, with the task's `grader/` files at
+/// `/workspace/grader` (never visible during the rollout), the transcript (when given) at
+/// `$ENVCRAFT_TRANSCRIPT`, and `env` (the session's clock). A timeout, a crash, or output that
+/// is no score gives 0 with the reason; only a failure to set the grader up is an error.
+pub fn run_grader(
+    task: &TaskSpec,
+    layers: Vec<PathBuf>,
+    transcript: Option<&Path>,
+    env: Vec<(String, String)>,
+    state_root: &Path,
+) -> Result<(CommandScore, Check), GraderError> {
+    let command = task.verifier.command.clone().unwrap_or_default();
+    let stage = tempfile::Builder::new()
+        .prefix("envcraft-grader-")
+        .tempdir_in(state_root)
+        .map_err(GraderError::Stage)?;
+    let top = stage.path().join("layer");
+    let session = stage.path().join("session");
+    for dir in [&top, &session] {
+        std::fs::create_dir_all(dir).map_err(GraderError::Stage)?;
+    }
+    let grader_files = task.dir.join("grader");
+    if grader_files.is_dir() {
+        crate::workspace::copy_tree(&grader_files, &top.join("grader"))?;
+    }
+    let mut env = env;
+    if let Some(t) = transcript {
+        std::fs::copy(t, session.join("transcript.jsonl")).map_err(GraderError::Stage)?;
+        env.push((
+            "ENVCRAFT_TRANSCRIPT".into(),
+            "/.envcraft/session/transcript.jsonl".into(),
+        ));
+    }
+    env.push(("ENVCRAFT_WORKSPACE".into(), "/workspace".into()));
+    let mut all_layers = vec![top];
+    all_layers.extend(layers);
+    let policy = Policy::bundled("verifier")?;
+    let request = Request {
+        layers: all_layers,
+        binds: vec![(session, PathBuf::from("/.envcraft/session"))],
+        argv: vec!["/bin/true".into()],
+        timeout_secs: None,
+        host_env: Vec::new(),
+        without_namespaces: false,
+    };
+    let timeout = Duration::from_secs(task.verifier.timeout_secs);
+    let result = sandbox::start(&policy, &request, state_root).and_then(|mut grader| {
+        let r = grader.exec(&ExecRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), command.clone()],
+            env,
+            timeout,
+            stdin: StdinSource::Null,
+            output: OutputMode::Capture,
+        });
+        grader.close();
+        r
+    });
+    let score = match result {
+        Err(e) => CommandScore::zero(format!(
+            "the grader could not run: {}",
+            crate::error::chain(&e as &SandboxError)
+        )),
+        Ok(r) if r.timed_out => CommandScore::zero(format!(
+            "the grader ran past {} s and was killed",
+            timeout.as_secs()
+        )),
+        Ok(r) => {
+            let mut score = parse(&String::from_utf8_lossy(&r.stdout));
+            if let (Some(reason), false) = (&score.reason, r.exit_code == Some(0)) {
+                let stderr = String::from_utf8_lossy(&r.stderr);
+                let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+                score.reason = Some(format!(
+                    "{reason}; the grader exited with {:?}, its stderr ends: {}",
+                    r.exit_code.or(r.signal.map(|s| 128 + s)),
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                ));
+            }
+            score
+        }
+    };
+    let check = Check {
+        name: "command".into(),
+        kind: CheckKind::Command,
+        path: command,
+        passed: score.score >= 1.0,
+        expected: "score 1".into(),
+        actual: match &score.reason {
+            Some(reason) => format!("score 0 ({reason})"),
+            None => format!("score {}", score.score),
+        },
+        diff: score
+            .subscores
+            .as_ref()
+            .map(|s| serde_json::to_string(s).unwrap_or_default()),
+    };
+    Ok((score, check))
+}
 
 /// What a grader's run came to.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -205,6 +205,22 @@ impl Manifest {
     }
 
     /// The entries, sorted by path.
+    /// This manifest with `upper`'s entries laid over it (a task's files over an
+    /// environment's): an entry of `upper` replaces the one at its path.
+    pub fn overlaid_with(&self, upper: &Manifest) -> Manifest {
+        let mut by_path: std::collections::BTreeMap<String, Entry> = self
+            .entries
+            .iter()
+            .map(|e| (e.path.clone(), e.clone()))
+            .collect();
+        for e in &upper.entries {
+            by_path.insert(e.path.clone(), e.clone());
+        }
+        let mut incomplete = self.incomplete.clone();
+        incomplete.extend(upper.incomplete.iter().cloned());
+        Manifest::from_entries(by_path.into_values().collect(), incomplete)
+    }
+
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }

@@ -125,6 +125,52 @@ impl Verdict {
     }
 }
 
+/// The verdict of a task's `[verifier]` from its parts: the manifest's verdict and the
+/// grader's score, as `kind` asks (`hybrid`: the weighted mean; `all_or_nothing`: 0 unless
+/// everything passed).
+pub fn combine(
+    verifier: &crate::spec::task::VerifierSpec,
+    manifest: Option<Verdict>,
+    grader: Option<(command::CommandScore, Check)>,
+) -> Verdict {
+    match (manifest, grader) {
+        (Some(m), None) => m,
+        (None, Some((score, check))) => Verdict {
+            reward: if verifier.all_or_nothing && score.score < 1.0 {
+                0.0
+            } else {
+                score.score
+            },
+            passed: score.score >= 1.0,
+            checks: vec![check],
+        },
+        (Some(m), Some((score, check))) => {
+            let w = verifier.weights.unwrap_or(crate::spec::task::Weights {
+                manifest: 0.5,
+                command: 0.5,
+            });
+            let passed = m.passed && score.score >= 1.0;
+            let mut reward =
+                (w.manifest * m.reward + w.command * score.score) / (w.manifest + w.command);
+            if verifier.all_or_nothing && !passed {
+                reward = 0.0;
+            }
+            let mut checks = m.checks;
+            checks.push(check);
+            Verdict {
+                reward,
+                passed,
+                checks,
+            }
+        }
+        (None, None) => Verdict {
+            reward: 0.0,
+            passed: false,
+            checks: Vec::new(),
+        },
+    }
+}
+
 /// Most lines a check's `diff` shows.
 pub const DIFF_LINES: usize = 40;
 /// Longest line a `diff` shows (longer ones are cut, marked with `…`).

@@ -1,0 +1,116 @@
+//! `envcraft verify TASK --workspace DIR [--json]`: score a final workspace (a directory)
+//! against a task, with the task's own verifier.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::task_args::TaskArgs;
+use crate::error::Error;
+use crate::session::clock::Clock;
+use crate::spec::task::VerifierKind;
+use crate::verify::{self, Expected, Manifest};
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub task: TaskArgs,
+    /// The final workspace to score.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Print the verdict as JSON (reward, passed, checks).
+    #[arg(long)]
+    pub json: bool,
+    /// Where the grader's sandbox keeps its state (default: as for exec).
+    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+pub fn run(args: VerifyArgs) -> Result<i32, Error> {
+    let task = args.task.load()?;
+    let workspace = args.workspace.canonicalize().map_err(|source| {
+        crate::sandbox::SandboxError::WorkspaceMissing {
+            path: args.workspace.clone(),
+            source,
+        }
+    })?;
+    let verifier = task.verifier.clone();
+    let manifest = match verifier.kind {
+        VerifierKind::Command => None,
+        _ => {
+            let path = task.dir.join("expected.json");
+            if !path.exists() {
+                return Err(crate::session::SessionError::NoExpected {
+                    task: format!("{}/{}", task.env.name, task.id),
+                }
+                .into());
+            }
+            let expected = Expected::load(&path)?;
+            // The workspace's start: the task's files laid over the environment's.
+            let mut initial = Manifest::of_dir(&task.env.files)?;
+            if let Some(files) = &task.files {
+                initial = initial.overlaid_with(&Manifest::of_dir(files)?);
+            }
+            let final_ = Manifest::of_dir(&workspace)?;
+            Some(verify::verify(
+                &expected,
+                &initial,
+                &final_,
+                Some(&workspace),
+            ))
+        }
+    };
+    let grader = match verifier.kind {
+        VerifierKind::Manifest => None,
+        _ => {
+            let state_root = args
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root);
+            let clock = Clock {
+                base_unix: task.effective_base_time().unix_seconds(),
+                step_secs: task.env.time_step_secs,
+            };
+            Some(verify::command::run_grader(
+                &task,
+                vec![workspace.clone()],
+                None,
+                clock.env_at(0),
+                &state_root,
+            )?)
+        }
+    };
+    let verdict = verify::combine(&verifier, manifest, grader);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let report =
+            json!({"reward": verdict.reward, "passed": verdict.passed, "checks": verdict.checks});
+        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
+        writeln!(out).map_err(Error::Output)?;
+    } else {
+        writeln!(
+            out,
+            "{}/{}: reward {:.3} ({})",
+            task.env.name,
+            task.id,
+            verdict.reward,
+            if verdict.passed {
+                "passed"
+            } else {
+                "not passed"
+            }
+        )
+        .map_err(Error::Output)?;
+        for check in verdict.failed() {
+            writeln!(
+                out,
+                "  failed: {}: expected {}, got {}",
+                check.name, check.expected, check.actual
+            )
+            .map_err(Error::Output)?;
+        }
+    }
+    Ok(if verdict.passed { 0 } else { 1 })
+}
