@@ -15,6 +15,7 @@ run: build
 	$(ENVCRAFT) doctor
 	$(ENVCRAFT) exec --workspace workspaces/hello --json -- sh -c 'cat README.md && echo done > result.txt'
 	for task in workspaces/*/tasks/*/; do $(ENVCRAFT) run "$$task" || exit 1; done
+	$(ENVCRAFT) audit workspaces --jobs 2
 
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained). ENVCRAFT_TEST_REQUIRE=all turns skips into failures.

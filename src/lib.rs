@@ -19,11 +19,14 @@
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
+//! - [`audit`]: the quality gate: each task's reference solution, false positives,
+//!   determinism, sensitivity and template integrity, with pass rates.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
 //! - [`error`]: the crate error and the CLI's exit codes.
 //!
 //! Dependencies point downward: `cli` → `sandbox` → `workspace` → `sys`; `spec` is used by all.
 
+pub mod audit;
 pub mod cli;
 pub mod clock_shim;
 pub mod error;

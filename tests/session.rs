@@ -871,3 +871,66 @@ fn verify_scores_a_directory_with_the_tasks_own_verifier() {
         1.0
     );
 }
+
+#[test]
+fn audit_passes_sound_tasks_and_names_what_fails_in_unsound_ones() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let (code, out, err) = envcraft(&["audit", "workspaces", "--json"], "", state.path());
+    assert_eq!(code, 0, "{err}\n{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["summary"]["pass_rate"], 1.0, "{report}");
+    // Two unsound tasks in a copy: a wrong expected hash, and a verifier that checks nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("example");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(root().join("workspaces/example"))
+            .arg(&env)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let before = Snapshot::of(&env.join("files"));
+    let expected = env.join("tasks/extract-todos/expected.json");
+    let text = fs::read_to_string(&expected)
+        .unwrap()
+        .replace("b5636b", "000000");
+    fs::write(&expected, text).unwrap();
+    fs::write(
+        env.join("tasks/archive-read-mail/expected.json"),
+        "{\"version\": 1, \"files\": {}, \"absent\": []}\n",
+    )
+    .unwrap();
+    let (code, out, err) = envcraft(
+        &["audit", env.to_str().unwrap(), "--json", "--jobs", "2"],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 1, "{err}\n{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["summary"]["passed"], 0, "{report}");
+    let failed = |task: &str| -> Vec<String> {
+        report["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task"] == task)
+            .unwrap()["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["passed"] == false)
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(failed("example/extract-todos"), ["reference"]);
+    assert_eq!(
+        failed("example/archive-read-mail"),
+        ["no_false_positive", "sensitive"]
+    );
+    assert!(before.diff(&Snapshot::of(&env.join("files"))).is_empty());
+}

@@ -1,6 +1,7 @@
 //! The `envcraft` command line: clap definitions and one file per subcommand. Each subcommand
 //! translates flags into a library call and the result into output and an exit code.
 
+mod audit;
 mod doctor;
 mod exec;
 mod manifest;
@@ -47,6 +48,8 @@ pub enum Command {
     Manifest(manifest::ManifestArgs),
     /// Score a final workspace (a directory) against a task.
     Verify(verify::VerifyArgs),
+    /// Audit tasks: reference scores 1, untouched fails, deterministic, sensitive, template intact.
+    Audit(audit::AuditArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Record(args) => record::run(args),
         Command::Manifest(args) => manifest::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Audit(args) => audit::run(args),
     }
 }
 

@@ -436,6 +436,16 @@ impl Session {
         Ok((initial, final_, paths.workspace))
     }
 
+    /// The manifest of the workspace as it is now.
+    pub fn final_manifest(&mut self) -> Result<Manifest, SessionError> {
+        Ok(self.manifests()?.1)
+    }
+
+    /// The task this session runs.
+    pub fn task(&self) -> &TaskSpec {
+        &self.parts.task
+    }
+
     fn task_name(&self) -> String {
         format!("{}/{}", self.parts.task.env.name, self.parts.task.id)
     }

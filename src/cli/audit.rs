@@ -1,0 +1,190 @@
+//! `envcraft audit PATH... [--json] [--jobs N]`: audit every task under the paths and report
+//! pass rates per environment.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use clap::Args;
+use serde_json::json;
+
+use crate::audit::{self, TaskAudit};
+use crate::error::Error;
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Task directories, environment directories, or directories of environments.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Print one JSON object (tasks with their checks, and the totals).
+    #[arg(long)]
+    pub json: bool,
+    /// Tasks audited at once, in parallel processes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// Where skills are found (skills/NAME/).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_SKILLS",
+        default_value = "skills"
+    )]
+    pub skills: PathBuf,
+    /// Where sessions keep their state (default: as for exec).
+    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// One task audited by a child `envcraft audit --json TASK`.
+fn spawn(task: &Path, args: &AuditArgs) -> std::io::Result<Child> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("audit")
+        .arg("--json")
+        .arg("--skills")
+        .arg(&args.skills)
+        .arg(task);
+    if let Some(state) = &args.state_dir {
+        cmd.arg("--state-dir").arg(state);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
+}
+
+fn collect(child: Child, task: &Path) -> TaskAudit {
+    let failed = |detail: String| TaskAudit {
+        task: task.display().to_string(),
+        env: String::new(),
+        passed: false,
+        checks: vec![audit::AuditCheck {
+            name: "spec",
+            passed: false,
+            detail,
+        }],
+        duration_ms: 0,
+    };
+    let out = match child.wait_with_output() {
+        Ok(out) => out,
+        Err(e) => return failed(format!("the audit process failed: {e}")),
+    };
+    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&out.stdout);
+    match parsed.ok().and_then(|v| v["tasks"].get(0).cloned()) {
+        Some(t) => TaskAudit {
+            task: t["task"].as_str().unwrap_or_default().to_string(),
+            env: t["env"].as_str().unwrap_or_default().to_string(),
+            passed: t["passed"].as_bool().unwrap_or(false),
+            checks: t["checks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    let name = audit::CHECKS
+                        .iter()
+                        .find(|n| Some(**n) == c["name"].as_str())?;
+                    Some(audit::AuditCheck {
+                        name,
+                        passed: c["passed"].as_bool().unwrap_or(false),
+                        detail: c["detail"].as_str().unwrap_or_default().to_string(),
+                    })
+                })
+                .collect(),
+            duration_ms: t["duration_ms"].as_u64().unwrap_or(0),
+        },
+        None => failed(format!("the audit process ended with {}", out.status)),
+    }
+}
+
+pub fn run(args: AuditArgs) -> Result<i32, Error> {
+    let tasks: Vec<PathBuf> = args
+        .paths
+        .iter()
+        .flat_map(|p| audit::find_tasks(p))
+        .collect();
+    let options = crate::session::SessionOptions {
+        state_root: args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+        skills_root: args.skills.clone(),
+        base_time: None,
+        lock_wait: std::time::Duration::from_secs(5),
+    };
+    let mut audits = Vec::new();
+    if args.jobs <= 1 || tasks.len() <= 1 {
+        for task in &tasks {
+            let a = audit::audit_task(task, &options);
+            if !args.json {
+                eprintln!("{} {}", if a.passed { "ok    " } else { "FAILED" }, a.task);
+            }
+            audits.push(a);
+        }
+    } else {
+        let mut running: Vec<(PathBuf, Child)> = Vec::new();
+        let mut queue = tasks.iter();
+        loop {
+            while running.len() < usize::from(args.jobs) {
+                let Some(task) = queue.next() else { break };
+                running.push((task.clone(), spawn(task, &args).map_err(Error::Output)?));
+            }
+            if running.is_empty() {
+                break;
+            }
+            let (task, child) = running.remove(0);
+            let a = collect(child, &task);
+            if !args.json {
+                eprintln!("{} {}", if a.passed { "ok    " } else { "FAILED" }, a.task);
+            }
+            audits.push(a);
+        }
+    }
+    let summary = audit::summary(&audits);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let report = json!({"tasks": audits, "summary": summary});
+        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
+        writeln!(out).map_err(Error::Output)?;
+    } else {
+        for a in audits.iter().filter(|a| !a.passed) {
+            writeln!(out, "{}:", a.task).map_err(Error::Output)?;
+            for c in a.checks.iter().filter(|c| !c.passed) {
+                writeln!(out, "  {}: {}", c.name, c.detail).map_err(Error::Output)?;
+            }
+        }
+        writeln!(
+            out,
+            "\n{:<24} {:>6} {:>7} {:>10}",
+            "environment", "tasks", "passed", "pass rate"
+        )
+        .map_err(Error::Output)?;
+        for e in summary["environments"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "{:<24} {:>6} {:>7} {:>9.1}%",
+                e["env"].as_str().unwrap_or_default(),
+                e["tasks"].as_u64().unwrap_or(0),
+                e["passed"].as_u64().unwrap_or(0),
+                e["pass_rate"].as_f64().unwrap_or(0.0) * 100.0
+            )
+            .map_err(Error::Output)?;
+        }
+        writeln!(
+            out,
+            "{:<24} {:>6} {:>7} {:>9.1}%",
+            "total",
+            summary["tasks"].as_u64().unwrap_or(0),
+            summary["passed"].as_u64().unwrap_or(0),
+            summary["pass_rate"].as_f64().unwrap_or(0.0) * 100.0
+        )
+        .map_err(Error::Output)?;
+        let rates: Vec<String> = audit::CHECKS
+            .iter()
+            .map(|c| {
+                format!(
+                    "{c} {:.0}%",
+                    summary["check_pass_rates"][c].as_f64().unwrap_or(0.0) * 100.0
+                )
+            })
+            .collect();
+        writeln!(out, "checks: {}", rates.join(", ")).map_err(Error::Output)?;
+    }
+    let all = !audits.is_empty() && audits.iter().all(|a| a.passed);
+    Ok(if all { 0 } else { 1 })
+}
