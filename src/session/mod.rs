@@ -428,7 +428,14 @@ impl Session {
     fn manifests(&mut self) -> Result<(Manifest, Manifest, PathBuf), SessionError> {
         let changes = self.sandbox.changes()?;
         let paths = self.sandbox.state_paths()?;
-        let initial = Manifest::of_dir(&paths.view)?;
+        let cache = self
+            .parts
+            .sessions_root
+            .parent()
+            .map(|root| root.join("manifests"))
+            .unwrap_or_else(|| std::env::temp_dir().join("envcraft-manifests"));
+        let lowers = self.sandbox.plan().lowers.clone();
+        let initial = crate::verify::cache::template_manifest(&lowers, &paths.view, &cache)?;
         let final_ = match &paths.changes {
             Some(source) => initial.apply_changes(source, &changes)?,
             None => initial.clone(),

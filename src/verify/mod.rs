@@ -11,6 +11,7 @@
 //!   manifest of a session from the template's manifest plus the overlay's upper layer;
 //! - [`expected`]: `expected.json` ([`Expected`]): parsing, validation, globs.
 
+pub mod cache;
 pub mod command;
 pub mod expected;
 pub mod manifest;
