@@ -30,6 +30,7 @@ lint:
 bench: build
 	bash bench/run.sh $(ENVCRAFT)
 	python3 bench/sessions.py $(ENVCRAFT) bench/results.md
+	python3 bench/verify.py $(ENVCRAFT) bench/results.md
 
 clean:
 	$(CARGO) clean

@@ -72,7 +72,10 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         session.keep_changes(dir)?;
     }
     // The verdict, or why there is none (the task has no expected.json yet, say).
-    let verdict = match session.verify() {
+    let verify_started = Instant::now();
+    let verified = session.verify();
+    let verify_us = verify_started.elapsed().as_micros() as u64;
+    let verdict = match verified {
         Ok(v) => json!({"reward": v.reward, "passed": v.passed, "checks": v.checks}),
         Err(e) => {
             json!({"reward": null, "passed": null, "checks": [], "verifier_error": crate::error::chain(&e)})
@@ -93,6 +96,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         "failed_calls": failed,
         "changes": changes,
         "enforced": session.enforced(),
+        "verify_us": verify_us,
         "duration_ms": start.elapsed().as_millis() as u64,
     });
     session.close();
