@@ -480,12 +480,35 @@ impl Session {
             });
         }
         let expected = Expected::load(&path)?;
-        let (initial, final_, root) = self.manifests()?;
+        if !expected.unchanged.is_empty() {
+            // `unchanged` globs compare with the whole template: its (cached) manifest.
+            let (initial, final_, root) = self.manifests()?;
+            return Ok(crate::verify::verify(
+                &expected,
+                &initial,
+                &final_,
+                Some(&root),
+            ));
+        }
+        // Only what the rules name and what changed matters: the template's entries for those
+        // paths, and the changed ones from the upper layer. O(changed and checked bytes), no
+        // walk of the template.
+        let changes = self.sandbox.changes()?;
+        let paths = self.sandbox.state_paths()?;
+        let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
+        relevant.extend(expected.absent.iter().cloned());
+        relevant.extend(changes.modified.iter().cloned());
+        relevant.extend(changes.deleted.iter().cloned());
+        let initial = Manifest::of_paths(&paths.view, &relevant)?;
+        let final_ = match &paths.changes {
+            Some(source) => initial.apply_changes(source, &changes)?,
+            None => initial.clone(),
+        };
         Ok(crate::verify::verify(
             &expected,
             &initial,
             &final_,
-            Some(&root),
+            Some(&paths.workspace),
         ))
     }
 

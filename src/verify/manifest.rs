@@ -205,6 +205,47 @@ impl Manifest {
     }
 
     /// The entries, sorted by path.
+    /// The manifest of only `paths` below `root` (those that exist; a directory as one entry,
+    /// without what is below it): what a verification needs of a template when its rules name
+    /// a few paths, without listing the rest.
+    pub fn of_paths(root: &Path, paths: &[String]) -> Result<Manifest, VerifyError> {
+        let root_fd = open_root(root)?;
+        let mut walk = Walk::new(root);
+        let mut sorted: Vec<&String> = paths.iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        for path in sorted {
+            let raw = path.as_bytes();
+            let (parent, name) = match raw.iter().rposition(|b| *b == b'/') {
+                Some(i) => (&raw[..i], &raw[i + 1..]),
+                None => (&b""[..], raw),
+            };
+            let Ok(name) = CString::new(name) else {
+                continue;
+            };
+            let parent_fd = if parent.is_empty() {
+                None
+            } else {
+                match open_beneath(&root_fd, parent, OFlag::O_RDONLY | OFlag::O_DIRECTORY) {
+                    Ok(fd) => Some(fd),
+                    Err(_) => continue, // the parent is not there: neither is the path
+                }
+            };
+            let dir: &OwnedFd = parent_fd.as_ref().unwrap_or(&root_fd);
+            if nix::sys::stat::fstatat(
+                dir,
+                name.as_c_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .is_err()
+            {
+                continue;
+            }
+            walk.visit(dir, &name, path.clone(), raw.to_vec())?;
+        }
+        walk.finish(&root_fd)
+    }
+
     /// This manifest with `upper`'s entries laid over it (a task's files over an
     /// environment's): an entry of `upper` replaces the one at its path.
     pub fn overlaid_with(&self, upper: &Manifest) -> Manifest {
@@ -1292,6 +1333,60 @@ mod tests {
     /// The same property with the change list the workspace module computes (between a
     /// template and a changed full copy, which serves as the upper layer), directory mode
     /// changes included.
+    /// Verifying with only the template entries the rules name and the changes touch
+    /// (`of_paths`) gives the verdict full manifests give, for random references and random
+    /// attempts.
+    #[test]
+    fn verifying_with_the_relevant_paths_only_equals_verifying_with_full_manifests() {
+        for seed in 2000..2080 {
+            let mut rng = Rng::new(seed);
+            let dir = tempfile::tempdir().unwrap();
+            let initial = dir.path().join("initial");
+            let reference = dir.path().join("reference");
+            let attempt = dir.path().join("attempt");
+            random_tree(&mut rng, &initial);
+            crate::verify::tests::copy_all(&initial, &reference);
+            crate::verify::tests::copy_all(&initial, &attempt);
+            for step in 0..rng.below(6) + 1 {
+                random_change(&mut rng, &reference, step, true);
+            }
+            for step in 0..rng.below(6) + 1 {
+                random_change(&mut rng, &attempt, step + 100, true);
+            }
+            let full_initial = Manifest::of_dir(&initial).unwrap();
+            let expected = crate::verify::expected_from(
+                &full_initial,
+                &Manifest::of_dir(&reference).unwrap(),
+                if seed % 2 == 0 {
+                    crate::verify::Extra::Deny
+                } else {
+                    crate::verify::Extra::Allow
+                },
+            );
+            let full = crate::verify::verify(
+                &expected,
+                &full_initial,
+                &Manifest::of_dir(&attempt).unwrap(),
+                None,
+            );
+            let changes = crate::workspace::changes_between(&initial, &attempt).unwrap();
+            let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
+            relevant.extend(expected.absent.iter().cloned());
+            relevant.extend(changes.modified.iter().cloned());
+            relevant.extend(changes.deleted.iter().cloned());
+            let partial_initial = Manifest::of_paths(&initial, &relevant).unwrap();
+            let partial_final = partial_initial.apply_changes(&attempt, &changes).unwrap();
+            let partial = crate::verify::verify(&expected, &partial_initial, &partial_final, None);
+            assert_eq!(
+                (partial.reward, partial.passed),
+                (full.reward, full.passed),
+                "seed {seed}: {:?}\nvs {:?}",
+                partial.checks,
+                full.checks
+            );
+        }
+    }
+
     #[test]
     fn apply_changes_with_the_workspace_change_list_equals_a_full_rehash() {
         for seed in 1000..1060 {
