@@ -9,13 +9,11 @@ all: build
 build:
 	$(CARGO) build --release
 
-# The main job on this machine: check what it can enforce, run a command in a sandbox over a
-# bundled workspace, and replay the reference solution of every bundled task.
+# The main job: check what this machine can enforce, then run every bundled task's reference
+# solution in its own sandboxed session, verified, in parallel, with a table per environment.
 run: build
 	$(ENVCRAFT) doctor
-	$(ENVCRAFT) exec --workspace workspaces/hello --json -- sh -c 'cat README.md && echo done > result.txt'
-	for task in workspaces/*/tasks/*/; do $(ENVCRAFT) run "$$task" || exit 1; done
-	$(ENVCRAFT) audit workspaces --jobs 2
+	$(ENVCRAFT) suite workspaces --jobs 2
 
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained). ENVCRAFT_TEST_REQUIRE=all turns skips into failures.

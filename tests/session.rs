@@ -934,3 +934,42 @@ fn audit_passes_sound_tasks_and_names_what_fails_in_unsound_ones() {
     );
     assert!(before.diff(&Snapshot::of(&env.join("files"))).is_empty());
 }
+
+#[test]
+fn suite_runs_every_task_and_the_noop_agent_passes_none() {
+    if !sandbox_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let report = state.path().join("report.md");
+    let (code, out, err) = envcraft(
+        &[
+            "suite",
+            "workspaces/example",
+            "--json",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["totals"]["tasks"], 2);
+    assert_eq!(v["totals"]["passed"], 2);
+    assert_eq!(v["environments"][0]["mean_reward"], 1.0);
+    assert!(
+        fs::read_to_string(&report)
+            .unwrap()
+            .contains("| example | 2 | 2 | 1.000 |")
+    );
+    let (code, out, err) = envcraft(
+        &["suite", "workspaces/example", "--agent", "noop", "--json"],
+        "",
+        state.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["totals"]["passed"], 0);
+    assert!(v["totals"]["mean_reward"].as_f64().unwrap() < 0.5);
+}

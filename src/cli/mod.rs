@@ -8,6 +8,7 @@ mod manifest;
 mod record;
 mod run;
 mod shell;
+mod suite;
 mod task_args;
 mod tools;
 mod verify;
@@ -50,6 +51,9 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Audit tasks: reference scores 1, untouched fails, deterministic, sensitive, template intact.
     Audit(audit::AuditArgs),
+    /// Run every task (reference solutions, or no actions), verified, in parallel; a table per
+    /// environment.
+    Suite(suite::SuiteArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -64,6 +68,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Manifest(args) => manifest::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Suite(args) => suite::run(args),
     }
 }
 

@@ -1,0 +1,338 @@
+//! `envcraft suite DIR [--jobs N] [--agent noop|reference] [--json] [--report FILE]`: run every
+//! task under DIR in its own session (in parallel child processes), verify each, and report per
+//! environment.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::audit;
+use crate::error::Error;
+
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Task directories, environment directories, or directories of environments.
+    #[arg(value_name = "DIR", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Tasks run at once, in parallel processes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// `reference`: replay each task's solution.jsonl; `noop`: call nothing (every reward
+    /// should then be well below 1).
+    #[arg(long, default_value = "reference", value_parser = ["reference", "noop"])]
+    pub agent: String,
+    /// Print one JSON object (every task, and the totals).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as Markdown, with the failed checks spelled out.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Where skills are found (skills/NAME/).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_SKILLS",
+        default_value = "skills"
+    )]
+    pub skills: PathBuf,
+}
+
+/// One task's run, as the suite keeps it.
+struct TaskRun {
+    task: String,
+    env: String,
+    reward: Option<f64>,
+    passed: bool,
+    failed_checks: Vec<String>,
+    error: Option<String>,
+    duration_ms: u64,
+    create_ms: f64,
+    calls_ms: f64,
+    verify_ms: f64,
+}
+
+fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("run")
+        .arg(task)
+        .arg("--json")
+        .arg("--skills")
+        .arg(&args.skills);
+    if args.agent == "noop" {
+        cmd.arg("--actions").arg(noop);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
+}
+
+fn collect(child: Child, task: &Path) -> TaskRun {
+    let fallback_env = task
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let fallback_name = format!(
+        "{fallback_env}/{}",
+        task.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    let failed = |error: String| TaskRun {
+        task: fallback_name.clone(),
+        env: fallback_env.clone(),
+        reward: None,
+        passed: false,
+        failed_checks: Vec::new(),
+        error: Some(error),
+        duration_ms: 0,
+        create_ms: 0.0,
+        calls_ms: 0.0,
+        verify_ms: 0.0,
+    };
+    let out = match child.wait_with_output() {
+        Ok(out) => out,
+        Err(e) => return failed(format!("the run process failed: {e}")),
+    };
+    let Ok(report) = serde_json::from_slice::<Value>(&out.stdout) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return failed(
+            stderr
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no report")
+                .to_string(),
+        );
+    };
+    let calls_us: u64 = report["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["duration_us"].as_u64())
+        .sum();
+    let verify_us = report["verify_us"].as_u64().unwrap_or(0);
+    let duration_ms = report["duration_ms"].as_u64().unwrap_or(0);
+    let task_name = report["task"]
+        .as_str()
+        .unwrap_or(&fallback_name)
+        .to_string();
+    TaskRun {
+        env: task_name
+            .split('/')
+            .next()
+            .unwrap_or(&fallback_env)
+            .to_string(),
+        task: task_name,
+        reward: report["reward"].as_f64(),
+        passed: report["passed"].as_bool().unwrap_or(false),
+        failed_checks: report["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["passed"] == false)
+            .map(|c| {
+                format!(
+                    "{}: expected {}, got {}",
+                    c["name"].as_str().unwrap_or_default(),
+                    c["expected"].as_str().unwrap_or_default(),
+                    c["actual"].as_str().unwrap_or_default()
+                )
+            })
+            .collect(),
+        error: report["verifier_error"].as_str().map(String::from),
+        duration_ms,
+        create_ms: (duration_ms as f64 - (calls_us + verify_us) as f64 / 1000.0).max(0.0),
+        calls_ms: calls_us as f64 / 1000.0,
+        verify_ms: verify_us as f64 / 1000.0,
+    }
+}
+
+/// Per environment: (tasks, passed, reward sum, time sum in ms).
+fn per_env(runs: &[TaskRun]) -> BTreeMap<String, (usize, usize, f64, u64)> {
+    let mut envs: BTreeMap<String, (usize, usize, f64, u64)> = BTreeMap::new();
+    for r in runs {
+        let e = envs.entry(r.env.clone()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(r.passed);
+        e.2 += r.reward.unwrap_or(0.0);
+        e.3 += r.duration_ms;
+    }
+    envs
+}
+
+fn table(runs: &[TaskRun], markdown: bool) -> String {
+    let mut out = String::new();
+    let envs = per_env(runs);
+    let row = |name: &str, (tasks, passed, reward, ms): (usize, usize, f64, u64)| {
+        let mean = if tasks == 0 {
+            0.0
+        } else {
+            reward / tasks as f64
+        };
+        if markdown {
+            format!(
+                "| {name} | {tasks} | {passed} | {mean:.3} | {:.1} |\n",
+                ms as f64 / 1000.0
+            )
+        } else {
+            format!(
+                "{name:<24} {tasks:>6} {passed:>7} {mean:>12.3} {:>9.1}\n",
+                ms as f64 / 1000.0
+            )
+        }
+    };
+    if markdown {
+        out.push_str("| environment | tasks | passed | mean reward | time (s) |\n| --- | ---: | ---: | ---: | ---: |\n");
+    } else {
+        out.push_str(&format!(
+            "{:<24} {:>6} {:>7} {:>12} {:>9}\n",
+            "environment", "tasks", "passed", "mean reward", "time (s)"
+        ));
+    }
+    let mut total = (0, 0, 0.0, 0);
+    for (env, t) in &envs {
+        out.push_str(&row(env, *t));
+        total = (total.0 + t.0, total.1 + t.1, total.2 + t.2, total.3 + t.3);
+    }
+    out.push_str(&row("total", total));
+    out
+}
+
+pub fn run(args: SuiteArgs) -> Result<i32, Error> {
+    let started = Instant::now();
+    let tasks: Vec<PathBuf> = args
+        .paths
+        .iter()
+        .flat_map(|p| audit::find_tasks(p))
+        .collect();
+    let noop = tempfile::NamedTempFile::new().map_err(Error::Output)?;
+    let tty = std::io::stderr().is_terminal();
+    let mut runs = Vec::with_capacity(tasks.len());
+    let mut running: Vec<(PathBuf, Child)> = Vec::new();
+    let mut queue = tasks.iter();
+    loop {
+        while running.len() < usize::from(args.jobs) {
+            let Some(task) = queue.next() else { break };
+            running.push((
+                task.clone(),
+                spawn(task, &args, noop.path()).map_err(Error::Output)?,
+            ));
+        }
+        if running.is_empty() {
+            break;
+        }
+        let (task, child) = running.remove(0);
+        let r = collect(child, &task);
+        let done = runs.len() + 1;
+        let status = match r.reward {
+            Some(x) => format!("reward {x:.3}"),
+            None => "no reward".into(),
+        };
+        if !args.json {
+            let mut err = std::io::stderr();
+            if tty {
+                let width = 30;
+                let filled = done * width / tasks.len().max(1);
+                let _ = write!(
+                    err,
+                    "\r\x1b[2K[{}{}] {done}/{} {} ({status})",
+                    "#".repeat(filled),
+                    " ".repeat(width - filled),
+                    tasks.len(),
+                    r.task
+                );
+            } else {
+                let _ = writeln!(err, "{done}/{} {} {status}", tasks.len(), r.task);
+            }
+        }
+        runs.push(r);
+    }
+    if tty && !args.json {
+        eprintln!();
+    }
+    runs.sort_by(|a, b| a.task.cmp(&b.task));
+    let mean = |f: fn(&TaskRun) -> f64| {
+        if runs.is_empty() {
+            0.0
+        } else {
+            runs.iter().map(f).sum::<f64>() / runs.len() as f64
+        }
+    };
+    let totals = json!({
+        "tasks": runs.len(),
+        "passed": runs.iter().filter(|r| r.passed).count(),
+        "mean_reward": mean(|r| r.reward.unwrap_or(0.0)),
+        "wall_s": started.elapsed().as_secs_f64(),
+        "tasks_per_s": runs.len() as f64 / started.elapsed().as_secs_f64().max(1e-9),
+        "mean_create_ms": mean(|r| r.create_ms),
+        "mean_calls_ms": mean(|r| r.calls_ms),
+        "mean_verify_ms": mean(|r| r.verify_ms),
+    });
+    if let Some(path) = &args.report {
+        let mut md = format!(
+            "# envcraft suite ({} agent)\n\n{}\n",
+            args.agent,
+            table(&runs, true)
+        );
+        let failed: Vec<&TaskRun> = runs.iter().filter(|r| !r.passed).collect();
+        if !failed.is_empty() {
+            md.push_str("\n## Not passed\n\n");
+            for r in failed {
+                md.push_str(&format!("### {}\n\n", r.task));
+                if let Some(e) = &r.error {
+                    md.push_str(&format!("- error: {e}\n"));
+                }
+                for c in &r.failed_checks {
+                    md.push_str(&format!("- {c}\n"));
+                }
+                md.push('\n');
+            }
+        }
+        std::fs::write(path, md).map_err(Error::Output)?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let tasks_json: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "task": r.task, "env": r.env, "reward": r.reward, "passed": r.passed,
+                    "failed_checks": r.failed_checks, "error": r.error, "duration_ms": r.duration_ms,
+                    "create_ms": r.create_ms, "calls_ms": r.calls_ms, "verify_ms": r.verify_ms,
+                })
+            })
+            .collect();
+        let envs: Vec<Value> = per_env(&runs)
+            .into_iter()
+            .map(|(env, (tasks, passed, reward, ms))| {
+                json!({"env": env, "tasks": tasks, "passed": passed,
+                       "mean_reward": reward / tasks.max(1) as f64, "time_ms": ms})
+            })
+            .collect();
+        let report = json!({"agent": args.agent, "tasks": tasks_json, "environments": envs, "totals": totals});
+        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
+        writeln!(out).map_err(Error::Output)?;
+    } else {
+        write!(out, "{}", table(&runs, false)).map_err(Error::Output)?;
+        writeln!(
+            out,
+            "{:.1} tasks/s; per task: session {:.1} ms, calls {:.1} ms, verify {:.1} ms",
+            totals["tasks_per_s"].as_f64().unwrap_or(0.0),
+            totals["mean_create_ms"].as_f64().unwrap_or(0.0),
+            totals["mean_calls_ms"].as_f64().unwrap_or(0.0),
+            totals["mean_verify_ms"].as_f64().unwrap_or(0.0)
+        )
+        .map_err(Error::Output)?;
+    }
+    // The reference agent must pass everything; the noop agent must pass nothing.
+    let ok = match args.agent.as_str() {
+        "noop" => runs.iter().all(|r| !r.passed),
+        _ => !runs.is_empty() && runs.iter().all(|r| r.passed),
+    };
+    Ok(if ok { 0 } else { 1 })
+}
