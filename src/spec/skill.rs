@@ -804,9 +804,11 @@ mod tests {
                 }}
             })
         );
-        assert_eq!(
-            SkillSpec::names(repo().join("skills")).unwrap(),
-            ["word-count"]
+        // (Other bundled skills come and go; word-count is the one this test knows.)
+        assert!(
+            SkillSpec::names(repo().join("skills"))
+                .unwrap()
+                .contains(&"word-count".to_string())
         );
     }
 

@@ -129,6 +129,9 @@ pub struct VerifierSpec {
     pub all_or_nothing: bool,
     /// How the two parts of a `hybrid` verifier add up: set exactly for `hybrid`.
     pub weights: Option<Weights>,
+    /// Where the task's `grader/` files appear in the grader's workspace (a relative
+    /// directory; `grader` unless set: ClawGym's graders expect `reward`).
+    pub grader_dir: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,6 +219,8 @@ struct RawVerifier {
     all_or_nothing: bool,
     #[serde(default)]
     weights: Option<Spanned<RawWeights>>,
+    #[serde(default)]
+    grader_dir: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -655,6 +660,34 @@ impl Check<'_> {
             (None, _) => None,
         };
 
+        let grader_dir = match &v.grader_dir {
+            None => "grader".to_string(),
+            Some(d) if !runs_command => {
+                return Err(unused(
+                    "verifier.grader_dir",
+                    d.span(),
+                    "`command` or `hybrid`",
+                ));
+            }
+            Some(d) => {
+                let dir = d.get_ref();
+                let plain = !dir.is_empty()
+                    && !dir.starts_with('/')
+                    && dir
+                        .split('/')
+                        .all(|c| !c.is_empty() && c != "." && c != "..");
+                if !plain {
+                    return Err(self.invalid(
+                        "verifier.grader_dir",
+                        d.span(),
+                        format!("is `{dir}`"),
+                        "a relative directory inside the workspace, without `.` or `..`",
+                    ));
+                }
+                dir.clone()
+            }
+        };
+
         Ok(VerifierSpec {
             kind,
             command,
@@ -662,6 +695,7 @@ impl Check<'_> {
             extra,
             all_or_nothing: v.all_or_nothing,
             weights,
+            grader_dir,
         })
     }
 }
@@ -712,6 +746,7 @@ mod tests {
                 extra: ExtraFiles::Deny,
                 all_or_nothing: false,
                 weights: None,
+                grader_dir: "grader".into(),
             }
         );
         let steps = task.solution_steps().unwrap();

@@ -30,7 +30,7 @@ pub enum GraderError {
 
 /// Run `task`'s grader command in a sandbox of its own under the `verifier` policy, over the
 /// workspace made of `layers` (topmost first), read-only, with the task's `grader/` files at
-/// `/workspace/grader` (never visible during the rollout), the transcript (when given) at
+/// `/workspace/GRADER_DIR` (`grader` unless the task says; never visible during the rollout), the transcript (when given) at
 /// `$ENVCRAFT_TRANSCRIPT`, and `env` (the session's clock). A timeout, a crash, or output that
 /// is no score gives 0 with the reason; only a failure to set the grader up is an error.
 pub fn run_grader(
@@ -52,7 +52,7 @@ pub fn run_grader(
     }
     let grader_files = task.dir.join("grader");
     if grader_files.is_dir() {
-        crate::workspace::copy_tree(&grader_files, &top.join("grader"))?;
+        crate::workspace::copy_tree(&grader_files, &top.join(&task.verifier.grader_dir))?;
     }
     let mut env = env;
     if let Some(t) = transcript {
