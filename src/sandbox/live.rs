@@ -480,12 +480,6 @@ impl Sandbox {
         self.landlock
     }
 
-    /// The union of the template layers (a directory descriptor): the workspace's start.
-    pub fn template_view(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
-        self.wait_ready()?;
-        Ok(self.view.as_ref())
-    }
-
     /// The workspace root as the sandbox sees it (a directory descriptor), for file tools.
     pub fn workspace_root(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
         self.wait_ready()?;
