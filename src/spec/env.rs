@@ -20,13 +20,12 @@
 //! ```
 
 use std::io;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::located::{self, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
+use super::located::{self, Check, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
 use super::policy::{Policy, PolicyError};
 use super::skill::{self, SkillError, SkillSpec};
 use super::time::Timestamp;
@@ -166,7 +165,16 @@ impl EnvSpec {
             text: &text,
         };
         let raw: RawEnv = toml.parse().map_err(|p| syntax(&file, p))?;
-        let check = Check { toml: &toml };
+        let check = Check {
+            toml: &toml,
+            make: |file, key, line, problem, expected| EnvError::Invalid {
+                file,
+                key,
+                line,
+                problem,
+                expected,
+            },
+        };
 
         let name = raw.name.get_ref();
         if !located::is_plain_name(name) {
@@ -503,29 +511,6 @@ fn syntax(file: &Path, p: SyntaxProblem) -> EnvError {
         line: p.line,
         column: p.column,
         message: p.message,
-    }
-}
-
-struct Check<'a> {
-    toml: &'a TomlFile<'a>,
-}
-
-impl Check<'_> {
-    fn invalid(&self, key: &str, span: Range<usize>, problem: String, expected: &str) -> EnvError {
-        EnvError::Invalid {
-            file: self.toml.path.to_path_buf(),
-            key: key.to_string(),
-            line: self.toml.line(&span),
-            problem,
-            expected: expected.to_string(),
-        }
-    }
-
-    fn non_empty(&self, key: &str, value: &Spanned<String>) -> Result<String, EnvError> {
-        if value.get_ref().trim().is_empty() {
-            return Err(self.invalid(key, value.span(), "is empty".into(), "a non-empty string"));
-        }
-        Ok(value.get_ref().clone())
     }
 }
 

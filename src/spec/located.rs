@@ -3,7 +3,7 @@
 //! turns a [`SyntaxProblem`] into its own error type).
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
@@ -260,6 +260,38 @@ mod tests {
 }
 
 /// Copies of the bundled example content for tests that change it.
+/// Checks of values read from one TOML file, building the caller's own error type with `make`
+/// (file, key, line, problem, expected).
+pub(crate) struct Check<'a, E> {
+    pub toml: &'a TomlFile<'a>,
+    pub make: fn(PathBuf, String, usize, String, String) -> E,
+}
+
+impl<E> Check<'_, E> {
+    pub fn invalid(
+        &self,
+        key: &str,
+        span: std::ops::Range<usize>,
+        problem: String,
+        expected: &str,
+    ) -> E {
+        (self.make)(
+            self.toml.path.to_path_buf(),
+            key.to_string(),
+            self.toml.line(&span),
+            problem,
+            expected.to_string(),
+        )
+    }
+
+    pub fn non_empty(&self, key: &str, value: &toml::Spanned<String>) -> Result<String, E> {
+        if value.get_ref().trim().is_empty() {
+            return Err(self.invalid(key, value.span(), "is empty".into(), "a non-empty string"));
+        }
+        Ok(value.get_ref().clone())
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod fixture {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

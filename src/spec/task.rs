@@ -38,7 +38,7 @@ use serde_json::Value;
 use toml::Spanned;
 
 use super::env::{self, EnvError, EnvSpec};
-use super::located::{self, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
+use super::located::{self, Check, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
 use super::time::Timestamp;
 
 /// A command verifier's time limit when `task.toml` does not say.
@@ -333,7 +333,16 @@ impl TaskSpec {
             text: &text,
         };
         let raw: RawTask = toml.parse().map_err(|p| syntax(&file, p))?;
-        let check = Check { toml: &toml };
+        let check = Check {
+            toml: &toml,
+            make: |file, key, line, problem, expected| TaskError::Invalid {
+                file,
+                key,
+                line,
+                problem,
+                expected,
+            },
+        };
 
         let turns = match (&raw.prompt, &raw.turns) {
             (Some(prompt), None) => vec![check.prompt("prompt", prompt)?],
@@ -518,28 +527,7 @@ fn syntax(file: &Path, p: SyntaxProblem) -> TaskError {
     }
 }
 
-struct Check<'a> {
-    toml: &'a TomlFile<'a>,
-}
-
-impl Check<'_> {
-    fn invalid(&self, key: &str, span: Range<usize>, problem: String, expected: &str) -> TaskError {
-        TaskError::Invalid {
-            file: self.toml.path.to_path_buf(),
-            key: key.to_string(),
-            line: self.toml.line(&span),
-            problem,
-            expected: expected.to_string(),
-        }
-    }
-
-    fn non_empty(&self, key: &str, value: &Spanned<String>) -> Result<String, TaskError> {
-        if value.get_ref().trim().is_empty() {
-            return Err(self.invalid(key, value.span(), "is empty".into(), "a non-empty string"));
-        }
-        Ok(value.get_ref().clone())
-    }
-
+impl Check<'_, TaskError> {
     fn prompt(&self, key: &str, value: &Spanned<String>) -> Result<String, TaskError> {
         if value.get_ref().trim().is_empty() {
             return Err(self.invalid(
