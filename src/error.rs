@@ -48,6 +48,8 @@ pub enum Error {
     NoTrajectory(std::path::PathBuf),
     #[error(transparent)]
     Grader(#[from] crate::verify::command::GraderError),
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

@@ -19,6 +19,8 @@
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
+//! - [`import`]: importers of other projects' Claw tasks (ClawGym, PinchBench) into
+//!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
 //!   determinism, sensitivity and template integrity, with pass rates.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
@@ -30,6 +32,7 @@ pub mod audit;
 pub mod cli;
 pub mod clock_shim;
 pub mod error;
+pub mod import;
 pub mod sandbox;
 pub mod session;
 pub mod spec;

@@ -4,6 +4,7 @@
 mod audit;
 mod doctor;
 mod exec;
+mod import;
 mod manifest;
 mod record;
 mod run;
@@ -54,6 +55,8 @@ pub enum Command {
     /// Run every task (reference solutions, or no actions), verified, in parallel; a table per
     /// environment.
     Suite(suite::SuiteArgs),
+    /// Import another project's Claw tasks (ClawGym, PinchBench) as environments.
+    Import(import::ImportArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -69,6 +72,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Verify(args) => verify::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Suite(args) => suite::run(args),
+        Command::Import(args) => import::run(args),
     }
 }
 

@@ -1,0 +1,67 @@
+//! `envcraft import clawgym|pinchbench SRC DEST [--skip-unmet-needs]`: turn another project's
+//! Claw tasks into envcraft environments, one per task, under DEST.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::error::Error;
+use crate::import::{self, Format, ImportOptions};
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The source's format.
+    #[arg(value_enum, value_name = "FORMAT")]
+    pub format: FormatArg,
+    /// A ClawGym dataset folder (task_NNNN/...) or one task folder; a PinchBench checkout
+    /// (tasks/*.md, assets/), a folder of task files, or one .md.
+    #[arg(value_name = "SRC")]
+    pub src: PathBuf,
+    /// Where the environments go (DEST/FORMAT-ID/); created when missing.
+    #[arg(value_name = "DEST")]
+    pub dest: PathBuf,
+    /// Skip the tasks that need what the sandbox does not give (the web, a container
+    /// runtime) instead of importing them with a note.
+    #[arg(long)]
+    pub skip_unmet_needs: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Clawgym,
+    Pinchbench,
+}
+
+/// Exit 0 when every task was imported, 1 when some were refused or skipped (each named,
+/// with why).
+pub fn run(args: ImportArgs) -> Result<i32, Error> {
+    let format = match args.format {
+        FormatArg::Clawgym => Format::ClawGym,
+        FormatArg::Pinchbench => Format::PinchBench,
+    };
+    let options = ImportOptions {
+        skip_unmet_needs: args.skip_unmet_needs,
+    };
+    let outcome = import::import(format, &args.src, &args.dest, &options)?;
+    let mut out = std::io::stdout().lock();
+    for task in &outcome.imported {
+        writeln!(out, "imported {}", task.task_dir.display()).map_err(Error::Output)?;
+        for note in &task.notes {
+            writeln!(out, "  note: {note}").map_err(Error::Output)?;
+        }
+    }
+    for (id, why) in &outcome.skipped {
+        writeln!(out, "skipped {id}: {why}").map_err(Error::Output)?;
+    }
+    writeln!(
+        out,
+        "{} {} task(s) imported into {}, {} skipped",
+        outcome.imported.len(),
+        format.name(),
+        args.dest.display(),
+        outcome.skipped.len()
+    )
+    .map_err(Error::Output)?;
+    Ok(if outcome.skipped.is_empty() { 0 } else { 1 })
+}
