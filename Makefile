@@ -29,6 +29,7 @@ bench: build
 	bash bench/run.sh $(ENVCRAFT)
 	python3 bench/sessions.py $(ENVCRAFT) bench/results.md
 	python3 bench/verify.py $(ENVCRAFT) bench/results.md
+	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 
 clean:
 	$(CARGO) clean

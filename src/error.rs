@@ -50,6 +50,10 @@ pub enum Error {
     Grader(#[from] crate::verify::command::GraderError),
     #[error(transparent)]
     Import(#[from] crate::import::ImportError),
+    #[error(
+        "no task under {0}: expected task directories (task.toml), environments (env.toml), a directory of environments, or a ClawGym or PinchBench task set"
+    )]
+    NoTasks(String),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

@@ -714,3 +714,67 @@ fn what_cannot_be_represented_is_refused_with_a_reason_and_the_rest_imported() {
     assert_eq!(code, 1);
     assert!(out.contains("already exists"), "{out}");
 }
+
+#[test]
+fn run_and_suite_take_a_foreign_task_or_set_as_it_is() {
+    let Some(fx) = fixtures() else { return };
+    if !common::sandbox_ready() {
+        return;
+    }
+    // `run` on the ClawGym folder itself: the full solution scores 1, as after an import.
+    let calls = [
+        json!({"tool": "write", "args": {"path": "solve.py", "content": SOLVE_0000}}),
+        json!({"tool": "exec", "args": {"command": "python3 solve.py"}}),
+    ];
+    let (report, _keep) = run_in_sandbox(&fx.join("clawgym/task_0000"), &calls);
+    assert_eq!(report["reward"].as_f64(), Some(1.0), "{report}");
+    assert_eq!(report["task"], "clawgym-task_0000/task_0000");
+    for key in ["create_us", "verify_us", "cleanup_us"] {
+        assert!(report[key].as_u64().is_some(), "{key} missing: {report}");
+    }
+    // `run` on one PinchBench file: a wrong answer scores below 1, not an error.
+    let (report, _keep) = run_in_sandbox(&fx.join("pinchbench/task_09_files.md"), &[]);
+    assert!(report["reward"].as_f64().unwrap() < 1.0, "{report}");
+
+    // `suite` over both sets as they are: every task run and scored, none passed by noop,
+    // and the source folders untouched.
+    let before: Vec<_> = ["clawgym", "pinchbench"]
+        .iter()
+        .map(|s| tree(&fx.join(s)))
+        .collect();
+    let (code, out, err) = contained(&[
+        "suite",
+        fx.join("clawgym").to_str().unwrap(),
+        fx.join("pinchbench").to_str().unwrap(),
+        "--agent",
+        "noop",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "suite failed: {err}\n{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    let tasks = report["tasks"].as_array().unwrap();
+    let clawgym = fs::read_dir(fx.join("clawgym"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("data_entry.json").is_file())
+        .count();
+    assert_eq!(tasks.len(), clawgym + 4, "{report}");
+    for t in tasks {
+        assert!(t["reward"].as_f64().is_some(), "no reward: {t}");
+        assert_eq!(t["passed"], false, "{t}");
+    }
+    let after: Vec<_> = ["clawgym", "pinchbench"]
+        .iter()
+        .map(|s| tree(&fx.join(s)))
+        .collect();
+    assert!(before == after, "the source sets changed");
+
+    // A path that is no task set of any kind is refused, naming what was expected.
+    let empty = tempfile::tempdir().unwrap();
+    let (code, _, err) = envcraft(&["suite", empty.path().to_str().unwrap()]);
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        err.contains("no task under") && err.contains("ClawGym"),
+        "{err}"
+    );
+}

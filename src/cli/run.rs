@@ -40,7 +40,9 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     };
     let steps = trajectory::load(&actions_path)?;
     let options = args.session.options(&args.task)?;
+    let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
+    let create_us = creating.elapsed().as_micros() as u64;
     let mut actions = Vec::new();
     for step in steps {
         match step {
@@ -85,9 +87,14 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         .iter()
         .filter(|a| a["result"]["ok"] == Value::Bool(false))
         .count();
+    let session_id = session.id().to_string();
+    let enforced = session.enforced().clone();
+    let closing = Instant::now();
+    session.close();
+    let cleanup_us = closing.elapsed().as_micros() as u64;
     let report = json!({
         "task": format!("{}/{}", task.env.name, task.id),
-        "session": session.id(),
+        "session": session_id,
         "reward": verdict["reward"],
         "passed": verdict["passed"],
         "checks": verdict["checks"],
@@ -95,11 +102,12 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         "actions": actions,
         "failed_calls": failed,
         "changes": changes,
-        "enforced": session.enforced(),
+        "enforced": enforced,
+        "create_us": create_us,
         "verify_us": verify_us,
+        "cleanup_us": cleanup_us,
         "duration_ms": start.elapsed().as_millis() as u64,
     });
-    session.close();
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;

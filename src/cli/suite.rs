@@ -1,6 +1,6 @@
 //! `envcraft suite DIR [--jobs N] [--agent noop|reference] [--json] [--report FILE]`: run every
 //! task under DIR in its own session (in parallel child processes), verify each, and report per
-//! environment.
+//! environment. DIR may also be a ClawGym or PinchBench task set, imported on the fly.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -13,10 +13,12 @@ use serde_json::{Value, json};
 
 use crate::audit;
 use crate::error::Error;
+use crate::import;
 
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Task directories, environment directories, or directories of environments.
+    /// Task directories, environment directories, directories of environments, or ClawGym or
+    /// PinchBench task sets.
     #[arg(value_name = "DIR", required = true)]
     pub paths: Vec<PathBuf>,
     /// Tasks run at once, in parallel processes.
@@ -54,6 +56,7 @@ struct TaskRun {
     create_ms: f64,
     calls_ms: f64,
     verify_ms: f64,
+    cleanup_ms: f64,
 }
 
 fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
@@ -93,6 +96,7 @@ fn collect(child: Child, task: &Path) -> TaskRun {
         create_ms: 0.0,
         calls_ms: 0.0,
         verify_ms: 0.0,
+        cleanup_ms: 0.0,
     };
     let out = match child.wait_with_output() {
         Ok(out) => out,
@@ -146,9 +150,10 @@ fn collect(child: Child, task: &Path) -> TaskRun {
             .collect(),
         error: report["verifier_error"].as_str().map(String::from),
         duration_ms,
-        create_ms: (duration_ms as f64 - (calls_us + verify_us) as f64 / 1000.0).max(0.0),
+        create_ms: report["create_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
         calls_ms: calls_us as f64 / 1000.0,
         verify_ms: verify_us as f64 / 1000.0,
+        cleanup_ms: report["cleanup_us"].as_u64().unwrap_or(0) as f64 / 1000.0,
     }
 }
 
@@ -168,6 +173,7 @@ fn per_env(runs: &[TaskRun]) -> BTreeMap<String, (usize, usize, f64, u64)> {
 fn table(runs: &[TaskRun], markdown: bool) -> String {
     let mut out = String::new();
     let envs = per_env(runs);
+    let w = envs.keys().map(String::len).max().unwrap_or(0).max(24);
     let row = |name: &str, (tasks, passed, reward, ms): (usize, usize, f64, u64)| {
         let mean = if tasks == 0 {
             0.0
@@ -181,7 +187,7 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
             )
         } else {
             format!(
-                "{name:<24} {tasks:>6} {passed:>7} {mean:>12.3} {:>9.1}\n",
+                "{name:<w$} {tasks:>6} {passed:>7} {mean:>12.3} {:>9.1}\n",
                 ms as f64 / 1000.0
             )
         }
@@ -190,7 +196,7 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
         out.push_str("| environment | tasks | passed | mean reward | time (s) |\n| --- | ---: | ---: | ---: | ---: |\n");
     } else {
         out.push_str(&format!(
-            "{:<24} {:>6} {:>7} {:>12} {:>9}\n",
+            "{:<w$} {:>6} {:>7} {:>12} {:>9}\n",
             "environment", "tasks", "passed", "mean reward", "time (s)"
         ));
     }
@@ -205,11 +211,27 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
 
 pub fn run(args: SuiteArgs) -> Result<i32, Error> {
     let started = Instant::now();
-    let tasks: Vec<PathBuf> = args
-        .paths
-        .iter()
-        .flat_map(|p| audit::find_tasks(p))
-        .collect();
+    let mut tasks: Vec<PathBuf> = Vec::new();
+    // Foreign task sets are imported into temporary trees, kept until the suite ends.
+    let mut imported = Vec::new();
+    for path in &args.paths {
+        let found = audit::find_tasks(path);
+        match import::detect(path) {
+            Some(format) if found.is_empty() => {
+                let (temp, outcome) = import::import_all_to_temp(format, path)?;
+                for (id, why) in &outcome.skipped {
+                    eprintln!("skipped {} task {id}: {why}", format.name());
+                }
+                tasks.extend(outcome.imported.iter().map(|t| t.task_dir.clone()));
+                imported.push(temp);
+            }
+            _ => tasks.extend(found),
+        }
+    }
+    if tasks.is_empty() {
+        let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::NoTasks(names.join(", ")));
+    }
     let noop = tempfile::NamedTempFile::new().map_err(Error::Output)?;
     let tty = std::io::stderr().is_terminal();
     let mut runs = Vec::with_capacity(tasks.len());
@@ -272,6 +294,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         "mean_create_ms": mean(|r| r.create_ms),
         "mean_calls_ms": mean(|r| r.calls_ms),
         "mean_verify_ms": mean(|r| r.verify_ms),
+        "mean_cleanup_ms": mean(|r| r.cleanup_ms),
     });
     if let Some(path) = &args.report {
         let mut md = format!(
@@ -304,6 +327,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
                     "task": r.task, "env": r.env, "reward": r.reward, "passed": r.passed,
                     "failed_checks": r.failed_checks, "error": r.error, "duration_ms": r.duration_ms,
                     "create_ms": r.create_ms, "calls_ms": r.calls_ms, "verify_ms": r.verify_ms,
+                    "cleanup_ms": r.cleanup_ms,
                 })
             })
             .collect();
@@ -321,11 +345,12 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         write!(out, "{}", table(&runs, false)).map_err(Error::Output)?;
         writeln!(
             out,
-            "{:.1} tasks/s; per task: session {:.1} ms, calls {:.1} ms, verify {:.1} ms",
+            "{:.1} tasks/s; per task: session {:.1} ms, calls {:.1} ms, verify {:.1} ms, cleanup {:.1} ms",
             totals["tasks_per_s"].as_f64().unwrap_or(0.0),
             totals["mean_create_ms"].as_f64().unwrap_or(0.0),
             totals["mean_calls_ms"].as_f64().unwrap_or(0.0),
-            totals["mean_verify_ms"].as_f64().unwrap_or(0.0)
+            totals["mean_verify_ms"].as_f64().unwrap_or(0.0),
+            totals["mean_cleanup_ms"].as_f64().unwrap_or(0.0)
         )
         .map_err(Error::Output)?;
     }

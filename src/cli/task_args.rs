@@ -1,6 +1,8 @@
-//! Flags shared by the subcommands that open a task (`run`, `shell`, `tools`).
+//! Flags shared by the subcommands that open a task (`run`, `shell`, `tools`, `record`,
+//! `verify`), and how the task they name is opened.
 
-use std::path::PathBuf;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -44,9 +46,39 @@ pub struct SessionArgs {
     pub state_dir: Option<PathBuf>,
 }
 
+/// A task ready to use: its spec, and for a task of another format (a ClawGym task folder, a
+/// PinchBench `.md`) the temporary environment it was imported into, removed on drop.
+pub struct OpenedTask {
+    spec: TaskSpec,
+    _imported: Option<tempfile::TempDir>,
+}
+
+impl Deref for OpenedTask {
+    type Target = TaskSpec;
+    fn deref(&self) -> &TaskSpec {
+        &self.spec
+    }
+}
+
 impl TaskArgs {
-    pub fn load(&self) -> Result<TaskSpec, Error> {
-        Ok(TaskSpec::resolve(&self.task, &self.workspaces)?)
+    /// The task named on the command line: an envcraft task directory or ENV/TASK_ID, else
+    /// a foreign task imported on the fly (its prompt and grader unchanged).
+    pub fn load(&self) -> Result<OpenedTask, Error> {
+        let path = Path::new(&self.task);
+        let foreign_task = !path.join("task.toml").is_file()
+            && (path.join("data_entry.json").is_file()
+                || (path.is_file() && path.extension().is_some_and(|e| e == "md")));
+        if foreign_task {
+            let (temp, task_dir) = crate::import::import_one_to_temp(path)?;
+            return Ok(OpenedTask {
+                spec: TaskSpec::load(&task_dir)?,
+                _imported: Some(temp),
+            });
+        }
+        Ok(OpenedTask {
+            spec: TaskSpec::resolve(&self.task, &self.workspaces)?,
+            _imported: None,
+        })
     }
 }
 

@@ -211,6 +211,53 @@ pub fn import(
     Ok(outcome)
 }
 
+/// The foreign format of the task set at `path`, when it is one: a ClawGym task folder
+/// (`data_entry.json`) or a folder of them; a PinchBench task file (`.md`), a folder of them,
+/// or a checkout holding `tasks/*.md`. `None` for anything else (an envcraft tree, say).
+pub fn detect(path: &Path) -> Option<Format> {
+    let has_child = |dir: &Path, test: &dyn Fn(&Path) -> bool| {
+        std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().any(|e| test(&e.path())))
+            .unwrap_or(false)
+    };
+    let is_md = |p: &Path| p.is_file() && p.extension().is_some_and(|e| e == "md");
+    if path.join("data_entry.json").is_file()
+        || has_child(path, &|p| p.join("data_entry.json").is_file())
+    {
+        return Some(Format::ClawGym);
+    }
+    if is_md(path) || (path.join("tasks").is_dir() && has_child(&path.join("tasks"), &is_md)) {
+        return Some(Format::PinchBench);
+    }
+    let has_envcraft_tasks = path.join("env.toml").is_file() || path.join("task.toml").is_file();
+    if path.is_dir() && !has_envcraft_tasks && has_child(path, &|p| is_md(p) && !is_readme(p)) {
+        return Some(Format::PinchBench);
+    }
+    None
+}
+
+fn is_readme(path: &Path) -> bool {
+    path.file_stem()
+        .is_some_and(|s| s.eq_ignore_ascii_case("readme"))
+}
+
+/// Import the task set at `src` (in `format`) into a new temporary directory, removed when
+/// the returned handle is dropped: what `envcraft suite` runs a foreign set from.
+pub fn import_all_to_temp(
+    format: Format,
+    src: &Path,
+) -> Result<(tempfile::TempDir, ImportOutcome), ImportError> {
+    let temp = tempfile::Builder::new()
+        .prefix("envcraft-import-")
+        .tempdir()
+        .map_err(|source| ImportError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let outcome = import(format, src, temp.path(), &ImportOptions::default())?;
+    Ok((temp, outcome))
+}
+
 /// Import the one task at `path` (a ClawGym task folder, or a PinchBench `.md` file) into a
 /// new temporary directory; returns the directory (removed when dropped) and the task's
 /// directory inside it, ready for [`crate::spec::TaskSpec::load`].

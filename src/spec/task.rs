@@ -51,7 +51,9 @@ pub const MAX_VERIFIER_TIMEOUT_SECS: u64 = 86_400;
 pub enum TaskError {
     #[error(transparent)]
     Env(#[from] EnvError),
-    #[error("no task `{arg}`: tried {tried}; expected a task directory or ENV/TASK_ID")]
+    #[error(
+        "no task `{arg}`: tried {tried}; expected a task directory, ENV/TASK_ID, a ClawGym task folder or a PinchBench task file (.md)"
+    )]
     NotFound {
         arg: String,
         /// Each place tried and why it did not do, `; `-separated.
