@@ -54,6 +54,8 @@ pub enum Error {
         "no task under {0}: expected task directories (task.toml), environments (env.toml), a directory of environments, or a ClawGym or PinchBench task set"
     )]
     NoTasks(String),
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

@@ -23,6 +23,8 @@
 //!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
 //!   determinism, sensitivity and template integrity, with pass rates.
+//! - [`server`]: `envcraft serve`, the HTTP API for rollout workers (a thin adapter over
+//!   [`session`]): a registry of sessions, deadlines, auth, metrics, drain on SIGTERM.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
 //! - [`error`]: the crate error and the CLI's exit codes.
 //!
@@ -34,6 +36,7 @@ pub mod clock_shim;
 pub mod error;
 pub mod import;
 pub mod sandbox;
+pub mod server;
 pub mod session;
 pub mod spec;
 pub mod sys;

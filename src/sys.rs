@@ -15,8 +15,10 @@ pub enum Cloned {
 
 /// `clone(2)` without a new stack (fork semantics) into the namespaces named by `flags`.
 ///
-/// Must be called from a single-threaded process: the child starts with a copy of this thread
-/// only, and other threads' locks (the allocator's among them) would stay held forever.
+/// The child starts with a copy of the calling thread only: a lock another thread held at the
+/// clone stays held in the child forever. Call it from a single-threaded process, or (the
+/// server) with clones serialized and the child using raw syscalls where glibc would wait on
+/// other threads ([`become_namespace_root`]).
 pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
     let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
     // SAFETY: a raw clone with a NULL stack behaves as fork(2): the child gets a copy-on-write
@@ -37,6 +39,37 @@ pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
         0 => Ok(Cloned::Child),
         pid => Ok(Cloned::Parent(pid as libc::pid_t)),
     }
+}
+
+/// Drop the supplementary groups (when `drop_groups`), then set the real, effective and saved
+/// gid and uid to 0: raw syscalls, for the calling thread only.
+///
+/// glibc's wrappers of these calls signal every other thread it believes the process has, so
+/// that all change together (POSIX semantics), and wait for each to answer. In a child made by
+/// [`clone_process`] from a multi-threaded process (the server) those threads do not exist,
+/// and the wrapper would wait forever.
+pub fn become_namespace_root(drop_groups: bool) -> io::Result<()> {
+    let check = |ret: libc::c_long| {
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    if drop_groups {
+        // SAFETY: a zero-length list; the pointer is never read.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_setgroups,
+                0 as libc::c_ulong,
+                std::ptr::null::<libc::gid_t>(),
+            )
+        })?;
+    }
+    // SAFETY: plain syscalls with integer arguments.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, 0u32, 0u32, 0u32) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, 0u32, 0u32, 0u32) })
 }
 
 /// `pidfd_open(2)`: a file descriptor that becomes readable when the process exits.

@@ -8,6 +8,7 @@ mod import;
 mod manifest;
 mod record;
 mod run;
+mod serve;
 mod shell;
 mod suite;
 mod task_args;
@@ -57,6 +58,8 @@ pub enum Command {
     Suite(suite::SuiteArgs),
     /// Import another project's Claw tasks (ClawGym, PinchBench) as environments.
     Import(import::ImportArgs),
+    /// Serve sessions over HTTP to rollout workers.
+    Serve(serve::ServeArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -73,6 +76,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Audit(args) => audit::run(args),
         Command::Suite(args) => suite::run(args),
         Command::Import(args) => import::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

@@ -160,13 +160,8 @@ fn init_steps(
         ));
     };
     let seed = fds.into_iter().next();
-    if plan.invoker_is_root {
-        nix::unistd::setgroups(&[]).step("drop supplementary groups")?;
-    }
-    let zero_gid = nix::unistd::Gid::from_raw(0);
-    let zero_uid = nix::unistd::Uid::from_raw(0);
-    nix::unistd::setresgid(zero_gid, zero_gid, zero_gid).step("become gid 0 of the namespace")?;
-    nix::unistd::setresuid(zero_uid, zero_uid, zero_uid).step("become uid 0 of the namespace")?;
+    crate::sys::become_namespace_root(plan.invoker_is_root)
+        .step("become uid and gid 0 of the namespace")?;
 
     // 2. Nothing below propagates to the host.
     mount(

@@ -1,0 +1,83 @@
+//! `envcraft serve`: the HTTP API for rollout workers (see [`crate::server`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::error::Error;
+use crate::server::{self, ServeConfig};
+use crate::session::SessionOptions;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Where ENV/TASK_ID is looked up.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_WORKSPACES",
+        default_value = "workspaces"
+    )]
+    pub workspaces: PathBuf,
+    /// Where skills are found (skills/NAME/).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_SKILLS",
+        default_value = "skills"
+    )]
+    pub skills: PathBuf,
+    /// Where sessions' state goes (default: as for exec).
+    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Most sessions open at once (more get 429).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_sessions: usize,
+    /// A file holding the bearer token every /v1 request must carry.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Close sessions no request used for this long.
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    pub idle_timeout: u64,
+    /// Every request's deadline (past it: 504).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub request_timeout: u64,
+    /// Largest request body (past it: 413).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body: usize,
+    /// How long a request waits for a session another request is using (past it: 503
+    /// lock_timeout).
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub lock_wait_ms: u64,
+}
+
+pub fn run(args: ServeArgs) -> Result<i32, Error> {
+    let token = match &args.token_file {
+        Some(path) => Some(server::read_token(path)?),
+        None => None,
+    };
+    let lock_wait = Duration::from_millis(args.lock_wait_ms);
+    let config = ServeConfig {
+        listen: args.listen,
+        workspaces: args.workspaces,
+        max_sessions: args.max_sessions,
+        token,
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        request_timeout: Duration::from_secs(args.request_timeout),
+        max_body: args.max_body,
+        lock_wait,
+    };
+    let options = SessionOptions {
+        state_root: args
+            .state_dir
+            .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+        skills_root: args.skills,
+        base_time: None,
+        lock_wait,
+    };
+    server::run(config, options)?;
+    Ok(0)
+}

@@ -1,0 +1,355 @@
+//! `envcraft serve`: the HTTP API rollout workers drive sessions through. A thin adapter over
+//! [`crate::session`]: a registry of open sessions (one lock each, bounded waits), request
+//! deadlines, a body limit, bearer-token auth on `/v1/*`, Prometheus metrics, an idle sweeper,
+//! and a drain on SIGTERM/SIGINT that lets running calls finish and closes every session.
+//!
+//! - [`error`]: API errors (category, status, agent-safe message);
+//! - [`registry`]: the open sessions;
+//! - [`handlers`]: the endpoints;
+//! - [`metrics`]: the counters behind `/metrics`;
+//! - [`openapi`]: the OpenAPI description served at `/openapi.json`.
+
+pub mod error;
+pub mod handlers;
+pub mod metrics;
+pub mod openapi;
+pub mod registry;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use tokio::sync::Notify;
+
+use self::error::ApiError;
+use self::metrics::Metrics;
+use self::registry::{Registry, close_entry};
+use crate::session::SessionOptions;
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the token file {path}")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file {0} is empty")]
+    EmptyToken(PathBuf),
+    #[error("cannot announce the address on stdout")]
+    Announce(#[source] std::io::Error),
+    #[error("the server failed")]
+    Serve(#[source] std::io::Error),
+    #[error("cannot create the state directory {path}")]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot wait for signals")]
+    Signal(#[source] std::io::Error),
+}
+
+/// What `envcraft serve` was told.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: String,
+    pub workspaces: PathBuf,
+    pub max_sessions: usize,
+    pub token: Option<String>,
+    pub idle_timeout: Duration,
+    pub request_timeout: Duration,
+    pub max_body: usize,
+    /// How long a request waits for a session another request is using.
+    pub lock_wait: Duration,
+}
+
+/// Shared by every request.
+pub struct AppState {
+    pub config: ServeConfig,
+    pub session_options: SessionOptions,
+    pub registry: Registry,
+    pub metrics: Metrics,
+    draining: AtomicBool,
+    /// Requests being handled, and a wake-up when that drops.
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+impl AppState {
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// The router: public probes and descriptions, and the `/v1` API behind auth, deadline and
+/// body limit (the layers apply to every route; auth only to `/v1`).
+pub fn router(state: Arc<AppState>) -> Router {
+    let max_body = state.config.max_body;
+    Router::new()
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz))
+        .route("/metrics", get(handlers::metrics))
+        .route("/openapi.json", get(handlers::openapi))
+        .route("/v1/tasks", get(handlers::tasks))
+        .route("/v1/sessions", post(handlers::create))
+        .route("/v1/sessions/{id}", delete(handlers::close))
+        .route("/v1/sessions/{id}/call", post(handlers::call))
+        .route("/v1/sessions/{id}/next_turn", post(handlers::next_turn))
+        .route("/v1/sessions/{id}/fork", post(handlers::fork))
+        .route("/v1/sessions/{id}/verify", post(handlers::verify))
+        .route("/v1/sessions/{id}/diff", get(handlers::diff))
+        .fallback(handlers::fallback)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// Every request: counted in flight, authenticated under `/v1`, bounded by the deadline,
+/// its status counted.
+async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    state.in_flight.fetch_add(1, Ordering::SeqCst);
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let started = std::time::Instant::now();
+    let response = guarded(&state, request, next).await;
+    let status = response.status().as_u16();
+    tracing::debug!(%method, %path, status, ms = started.elapsed().as_millis() as u64, "request");
+    state.metrics.http_response(status);
+    if state.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        state.idle.notify_waiters();
+    }
+    response
+}
+
+async fn guarded(state: &AppState, request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with("/v1/")
+        && let Some(token) = &state.config.token
+    {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer);
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    let limit = state.config.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value (the scheme in any case).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Equality that takes as long for every mismatch of the same length (tokens).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Read a bearer token: the file's content, trimmed, not empty.
+pub fn read_token(path: &std::path::Path) -> Result<String, ServerError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ServerError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(ServerError::EmptyToken(path.to_path_buf()));
+    }
+    Ok(token)
+}
+
+/// Run the server until SIGTERM or SIGINT, then drain and close every session.
+pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), ServerError> {
+    let root = &session_options.state_root;
+    std::fs::create_dir_all(root).map_err(|source| ServerError::StateDir {
+        path: root.clone(),
+        source,
+    })?;
+    // What a killed server left (session directories whose owner is gone) goes first.
+    crate::sandbox::stale::sweep_once(&session_options.state_root);
+    // Sandboxes are cloned from this (multi-threaded) process, and the child keeps glibc's
+    // view of the other threads and whatever locks they held at that moment (thread creation
+    // takes some; glibc's set*id wrappers waited on the phantom threads until the child moved
+    // to raw syscalls). So every thread is made up front and kept: a fixed, prewarmed
+    // blocking pool that never shrinks (see `CLONE_LOCK` for the threads that session work
+    // itself starts).
+    let blocking_threads = config.max_sessions.clamp(8, 256) + 4;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking_threads)
+        .thread_keep_alive(Duration::from_secs(365 * 24 * 3600))
+        .build()
+        .map_err(ServerError::Runtime)?;
+    runtime.block_on(prewarm(blocking_threads));
+    runtime.block_on(serve(config, session_options))
+}
+
+/// Start all `n` blocking threads now: `n` tasks that can only finish together.
+async fn prewarm(n: usize) {
+    let barrier = Arc::new(std::sync::Barrier::new(n));
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let barrier = barrier.clone();
+            tokio::task::spawn_blocking(move || {
+                barrier.wait();
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+/// Held while session work clones a process (creating or forking a session, running a
+/// grader) or starts threads (hashing a manifest while verifying): a clone taken while
+/// another thread of this process is being created inherits the locks that creation holds
+/// (and, before the child used raw set*id syscalls, hung in `setgroups`). Calls (`exec`, `process`, `skill`) go through the sandbox's own
+/// init and need no lock; without namespaces (a fallback where user namespaces are refused)
+/// envcraft clones commands itself, and that case is not covered here yet. The lasting fix is
+/// to clone sandboxes from a single-threaded helper process.
+static CLONE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Take [`CLONE_LOCK`] (a panic while it was held does not matter: it guards no data).
+pub(crate) fn clone_lock() -> std::sync::MutexGuard<'static, ()> {
+    CLONE_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn serve(config: ServeConfig, session_options: SessionOptions) -> Result<(), ServerError> {
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+    let addr: SocketAddr = listener.local_addr().map_err(|source| ServerError::Bind {
+        addr: config.listen.clone(),
+        source,
+    })?;
+    let state = Arc::new(AppState {
+        registry: Registry::new(config.max_sessions),
+        config,
+        session_options,
+        metrics: Metrics::default(),
+        draining: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+        idle: Notify::new(),
+    });
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}").map_err(ServerError::Announce)?;
+        out.flush().map_err(ServerError::Announce)?;
+    }
+    tracing::info!(%addr, "serving");
+    if !addr.ip().is_loopback() && state.config.token.is_none() {
+        tracing::warn!(%addr, "listening beyond loopback without --token-file: anyone who can reach this address can run sessions");
+    }
+    let sweeper = tokio::spawn(sweep_idle(state.clone()));
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(ServerError::Signal)?;
+    let drained = {
+        let state = state.clone();
+        async move {
+            tokio::select! {
+                _ = sigterm.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            drain(&state).await;
+        }
+    };
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(drained)
+        .await
+        .map_err(ServerError::Serve)?;
+    sweeper.abort();
+    close_all(&state).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Stop taking sessions (readyz says `draining`) and wait, at most a request deadline, for
+/// the requests being handled to finish. Returning starts the graceful shutdown.
+async fn drain(state: &AppState) {
+    tracing::info!("draining");
+    state.draining.store(true, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + state.config.request_timeout;
+    loop {
+        let idle = state.idle.notified();
+        if state.in_flight.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, idle).await.is_err() {
+            tracing::warn!("requests still running at the end of the drain");
+            return;
+        }
+    }
+}
+
+/// Close every session (processes, mounts, directories).
+async fn close_all(state: &AppState) {
+    for id in state.registry.ids() {
+        if let Some(entry) = state.registry.remove(&id)
+            && !close_entry(entry, state.config.lock_wait).await
+        {
+            tracing::warn!(session = %id, "a call still holds the session: left to the process exit");
+        }
+    }
+}
+
+/// Close sessions no request used for the idle timeout; checks a few times per timeout.
+async fn sweep_idle(state: Arc<AppState>) {
+    let every =
+        (state.config.idle_timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        for id in state.registry.idle(state.config.idle_timeout) {
+            if let Some(entry) = state.registry.remove(&id) {
+                tracing::info!(session = %id, "closing an idle session");
+                close_entry(entry, state.config.lock_wait).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_in_any_case_of_the_scheme() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The open sessions: id → entry, a bound on how many there are, and when each was last used.
+//! One entry's session sits behind an async mutex: calls on one session are serialized (with
+//! a bounded wait), calls on different sessions run in parallel.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+use super::error::ApiError;
+use crate::session::Session;
+
+/// One open session. `None` once it is closed (a request that found the entry just before it
+/// was removed gets `invalid_transition`).
+pub struct Entry {
+    session: Arc<AsyncMutex<Option<Session>>>,
+    /// The tools the session offers (to label metrics).
+    pub tools: Vec<String>,
+    /// Milliseconds since the registry's start at the last request.
+    last_used_ms: AtomicU64,
+}
+
+/// The session of an entry, locked.
+pub type Locked = OwnedMutexGuard<Option<Session>>;
+
+impl Entry {
+    /// Lock the session, waiting at most `wait` (else `lock_timeout`).
+    pub async fn lock(&self, wait: Duration) -> Result<Locked, ApiError> {
+        tokio::time::timeout(wait, self.session.clone().lock_owned())
+            .await
+            .map_err(|_| ApiError::lock_timeout())
+    }
+}
+
+/// The server's sessions.
+pub struct Registry {
+    sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Sessions held or being made (a slot is taken before a session is built).
+    slots: AtomicUsize,
+    pub max: usize,
+    started: Instant,
+}
+
+/// A place for one more session, given back on drop unless the session was inserted.
+pub struct Slot<'a> {
+    registry: &'a Registry,
+    used: bool,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if !self.used {
+            self.registry.slots.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Registry {
+    pub fn new(max: usize) -> Registry {
+        Registry {
+            sessions: Mutex::new(HashMap::new()),
+            slots: AtomicUsize::new(0),
+            max,
+            started: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Take a slot for a new session, or `too_many_sessions`.
+    pub fn reserve(&self) -> Result<Slot<'_>, ApiError> {
+        self.slots
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .map_err(|_| ApiError::too_many_sessions(self.max))?;
+        Ok(Slot {
+            registry: self,
+            used: false,
+        })
+    }
+
+    /// Add a session in a reserved slot; its id.
+    pub fn insert(&self, mut slot: Slot<'_>, session: Session) -> String {
+        slot.used = true;
+        let id = session.id().to_string();
+        let tools = session
+            .tool_schemas()
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .collect();
+        let entry = Entry {
+            session: Arc::new(AsyncMutex::new(Some(session))),
+            tools,
+            last_used_ms: AtomicU64::new(self.now_ms()),
+        };
+        self.map().insert(id.clone(), Arc::new(entry));
+        id
+    }
+
+    /// The entry of `id` (marked as used now), or `session_not_found`.
+    pub fn get(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
+        let entry = self
+            .map()
+            .get(id)
+            .cloned()
+            .ok_or_else(ApiError::session_not_found)?;
+        entry.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
+        Ok(entry)
+    }
+
+    /// Take `id` out of the registry (its slot is freed): later requests get
+    /// `session_not_found`.
+    pub fn remove(&self, id: &str) -> Option<Arc<Entry>> {
+        let entry = self.map().remove(id);
+        if entry.is_some() {
+            self.slots.fetch_sub(1, Ordering::SeqCst);
+        }
+        entry
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ids of sessions not used for `idle` (and not in use now).
+    pub fn idle(&self, idle: Duration) -> Vec<String> {
+        let now = self.now_ms();
+        let limit = idle.as_millis() as u64;
+        self.map()
+            .iter()
+            .filter(|(_, e)| now.saturating_sub(e.last_used_ms.load(Ordering::Relaxed)) >= limit)
+            .filter(|(_, e)| e.session.try_lock().is_ok())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Every id.
+    pub fn ids(&self) -> Vec<String> {
+        self.map().keys().cloned().collect()
+    }
+}
+
+/// Close the session of a removed entry (waiting at most `wait` for a running call); the
+/// blocking part off the async threads.
+pub async fn close_entry(entry: Arc<Entry>, wait: Duration) -> bool {
+    let Ok(mut locked) = tokio::time::timeout(wait, entry.session.clone().lock_owned()).await
+    else {
+        return false;
+    };
+    let Some(session) = locked.take() else {
+        return true;
+    };
+    tokio::task::spawn_blocking(move || session.close())
+        .await
+        .is_ok()
+}
