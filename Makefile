@@ -1,6 +1,7 @@
 # envcraft: the two commands a newcomer needs are `make run` and `make test`.
 CARGO ?= cargo
 ENVCRAFT := target/release/envcraft
+PYVENV := target/pyvenv
 
 .PHONY: all build run test lint bench clean
 
@@ -16,10 +17,22 @@ run: build
 	$(ENVCRAFT) suite workspaces --jobs 2
 
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
-# ../shared/tools/contained). ENVCRAFT_TEST_REQUIRE=all turns skips into failures.
-test:
+# ../shared/tools/contained), then the Python client's tests against a real server.
+# ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
+test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
+	ENVCRAFT_BIN=target/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
+
+# The Python test tools live in their own virtual environment under target/.
+$(PYVENV)/.ready:
+	python3 -m venv $(PYVENV)
+	$(PYVENV)/bin/python -m pip install -q pytest
+	touch $@
+
+$(PYVENV)/.ray: $(PYVENV)/.ready
+	$(PYVENV)/bin/python -m pip install -q 'ray>=2.9'
+	touch $@
 
 lint:
 	$(CARGO) fmt --check

@@ -1,0 +1,63 @@
+"""envcraft: a client for ``envcraft serve``, the rollout server of sandboxed Claw-style tasks.
+
+# Layout
+
+- ``client``: ``Client`` and ``Session``, synchronous (``urllib``).
+- ``aio``: ``AsyncClient`` and ``AsyncSession``, the asyncio twins (HTTP/1.1 over
+  ``asyncio.open_connection``).
+- ``errors``: ``EnvcraftError`` and one subclass per server error category.
+- ``_wire``: the HTTP contract as pure functions (request plans, answer decoding, the retry
+  policy), shared by both clients.
+- ``ray``: ``EnvcraftPool``, one server per Ray node (imports ``ray`` only when used).
+
+No runtime dependencies beyond the standard library.
+"""
+
+from ._wire import RetryPolicy, Verdict
+from .aio import AsyncClient, AsyncSession
+from .client import Client, Session
+from .errors import (
+    BadRequest,
+    Draining,
+    EnvcraftError,
+    InternalError,
+    InvalidTransition,
+    LockTimeout,
+    MissingField,
+    NotFound,
+    PayloadTooLarge,
+    ProtocolError,
+    ServerTimeout,
+    SessionNotFound,
+    TaskNotFound,
+    TooManySessions,
+    TransportError,
+    Unauthorized,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Session",
+    "AsyncClient",
+    "AsyncSession",
+    "Verdict",
+    "RetryPolicy",
+    "EnvcraftError",
+    "BadRequest",
+    "MissingField",
+    "Unauthorized",
+    "NotFound",
+    "SessionNotFound",
+    "TaskNotFound",
+    "InvalidTransition",
+    "PayloadTooLarge",
+    "TooManySessions",
+    "LockTimeout",
+    "Draining",
+    "ServerTimeout",
+    "InternalError",
+    "TransportError",
+    "ProtocolError",
+]

@@ -1,0 +1,173 @@
+"""The HTTP contract of ``envcraft serve`` as pure functions, shared by both clients.
+
+Each endpoint is a function returning a ``Request`` (method, path, JSON body); the sync and
+async clients only send it and hand the answer back here. ``RetryPolicy.delay`` decides
+whether and how long to wait before sending again: the one place that knows which errors are
+worth a retry (``lock_timeout``: the call never ran; ``too_many_sessions``: the session was
+never made), so both clients retry alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+from urllib.parse import quote
+
+from .errors import EnvcraftError, LockTimeout, ProtocolError, TooManySessions
+
+USER_AGENT = "envcraft-python/0.1"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    body: Optional[Dict[str, Any]] = None
+
+    def encoded_body(self) -> Optional[bytes]:
+        if self.body is None:
+            return None
+        return json.dumps(self.body).encode("utf-8")
+
+
+def headers_for(req: Request, token: Optional[str]) -> Dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    if req.body is not None:
+        headers["Content-Type"] = "application/json"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _session_path(session_id: str, rest: str = "") -> str:
+    return f"/v1/sessions/{quote(session_id, safe='')}{rest}"
+
+
+def healthz() -> Request:
+    return Request("GET", "/healthz")
+
+
+def readyz() -> Request:
+    return Request("GET", "/readyz")
+
+
+def list_tasks() -> Request:
+    return Request("GET", "/v1/tasks")
+
+
+def create_session(task: str, base_time: Optional[str]) -> Request:
+    body: Dict[str, Any] = {"task": task}
+    if base_time is not None:
+        body["base_time"] = base_time
+    return Request("POST", "/v1/sessions", body)
+
+
+def call_tool(session_id: str, tool: str, args: Mapping[str, Any]) -> Request:
+    return Request("POST", _session_path(session_id, "/call"), {"tool": tool, "args": dict(args)})
+
+
+def next_turn(session_id: str) -> Request:
+    return Request("POST", _session_path(session_id, "/next_turn"), {})
+
+
+def fork(session_id: str) -> Request:
+    return Request("POST", _session_path(session_id, "/fork"), {})
+
+
+def verify(session_id: str) -> Request:
+    return Request("POST", _session_path(session_id, "/verify"), {})
+
+
+def diff(session_id: str) -> Request:
+    return Request("GET", _session_path(session_id, "/diff"))
+
+
+def close(session_id: str) -> Request:
+    return Request("DELETE", _session_path(session_id))
+
+
+def decode_json(status: int, body: bytes) -> Dict[str, Any]:
+    """The JSON object of a 2xx answer."""
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolError("protocol", f"answer is not JSON: {e}", status) from None
+    if not isinstance(value, dict):
+        raise ProtocolError("protocol", "answer is not a JSON object", status)
+    return value
+
+
+def field_of(obj: Mapping[str, Any], name: str, status: int = 200) -> Any:
+    """A field the contract promises; its absence is the server's fault, said as such."""
+    if name not in obj:
+        raise ProtocolError("protocol", f"answer lacks field {name!r}", status)
+    return obj[name]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """What ``POST /v1/sessions`` answers."""
+
+    id: str
+    task: str
+    prompt: Optional[str]
+    docs: Optional[str]
+    tools: List[Dict[str, Any]]
+    action_index: int
+
+    @classmethod
+    def from_created(cls, obj: Mapping[str, Any]) -> "SessionInfo":
+        return cls(
+            id=str(field_of(obj, "session_id", 201)),
+            task=str(obj.get("task", "")),
+            prompt=obj.get("prompt"),
+            docs=obj.get("docs"),
+            tools=list(obj.get("tools") or []),
+            action_index=int(obj.get("action_index", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The score of a session's workspace: ``reward`` in [0, 1], ``passed`` when every check
+    passed, and the checks themselves."""
+
+    reward: float
+    passed: bool
+    checks: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Verdict":
+        reward = field_of(obj, "reward")
+        return cls(
+            reward=float(reward) if reward is not None else 0.0,
+            passed=bool(obj.get("passed", False)),
+            checks=list(obj.get("checks") or []),
+        )
+
+    @property
+    def failed_checks(self) -> List[Dict[str, Any]]:
+        return [c for c in self.checks if not (c.get("passed", c.get("ok", False)))]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait on ``lock_timeout`` (503) and ``too_many_sessions`` (429).
+
+    The wait is the server's ``Retry-After`` when it sent one, else ``backoff * 2**attempt``,
+    never more than ``max_wait`` seconds; after ``max_retries`` retries the error is raised.
+    """
+
+    max_retries: int = 3
+    backoff: float = 0.25
+    max_wait: float = 30.0
+
+    def delay(self, attempt: int, error: EnvcraftError) -> Optional[float]:
+        """Seconds to wait before retry number ``attempt + 1``, or ``None``: raise ``error``."""
+        if not isinstance(error, (LockTimeout, TooManySessions)):
+            return None
+        if attempt >= self.max_retries:
+            return None
+        wait = error.retry_after if error.retry_after is not None else self.backoff * (2**attempt)
+        return max(0.0, min(wait, self.max_wait))

@@ -1,0 +1,212 @@
+"""A small in-memory stand-in for ``envcraft serve`` speaking the same HTTP contract.
+
+Used by the unit tests of the Python client (no sandbox, no Rust build needed) and, run as a
+script (``python fake_server.py serve --listen HOST:PORT``), by the Ray pool test as the
+server binary. Its one task ``example/two-turns`` passes when ``done.txt`` holds ``yes``.
+
+Tests steer it through ``FakeServer``: ``token`` (require a bearer token), ``inject`` (answer
+the next requests to a path with given errors), ``requests`` (every request seen).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+TASKS = {
+    "example/two-turns": ["Write yes to done.txt.", "Now say goodbye."],
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name} a file",
+            "parameters": {"type": "object", "properties": props, "required": list(props)},
+        },
+    }
+    for name, props in (
+        ("read", {"path": {"type": "string"}}),
+        ("write", {"path": {"type": "string"}, "content": {"type": "string"}}),
+    )
+]
+
+
+@dataclass
+class FakeSession:
+    task: str
+    files: Dict[str, str] = field(default_factory=dict)
+    action_index: int = 0
+    turn: int = 0
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: Dict[str, str]
+    body: Any
+
+
+class FakeServer:
+    def __init__(self, token: Optional[str] = None, max_sessions: int = 64, host: str = "127.0.0.1", last_turn_null: bool = False) -> None:
+        # At the last turn the real server answers 409 invalid_transition; the contract's text
+        # also allows {"prompt": null}. ``last_turn_null`` picks the second.
+        self.last_turn_null = last_turn_null
+        self.token = token
+        self.max_sessions = max_sessions
+        self.sessions: Dict[str, FakeSession] = {}
+        self.requests: List[Seen] = []
+        # path suffix -> errors to answer, in order: (status, category, retry_after or None)
+        self.injected: Dict[str, List[Tuple[int, str, Optional[str]]]] = {}
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer((host, 0), _handler_for(self))
+        self.httpd.daemon_threads = True
+        host, port = self.httpd.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def start(self) -> "FakeServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def inject(self, suffix: str, status: int, category: str, retry_after: Optional[str] = None, times: int = 1) -> None:
+        with self.lock:
+            self.injected.setdefault(suffix, []).extend([(status, category, retry_after)] * times)
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def handle(self, method: str, path: str, headers: Dict[str, str], raw: bytes) -> Tuple[int, Dict[str, str], Any]:
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return _err(400, "bad_request", "body is not JSON")
+        with self.lock:
+            self.requests.append(Seen(method, path, headers, body))
+            for suffix, queue in self.injected.items():
+                if path.endswith(suffix) and queue:
+                    status, category, retry_after = queue.pop(0)
+                    extra = {"Retry-After": retry_after} if retry_after is not None else {}
+                    return status, extra, {"error": {"category": category, "message": f"injected {category}"}}
+            if path == "/healthz" and method == "GET":
+                return 200, {}, {"status": "ok"}
+            if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+                return _err(401, "unauthorized", "missing or wrong bearer token")
+            return self._route(method, path, body)
+
+    def _route(self, method: str, path: str, body: Any) -> Tuple[int, Dict[str, str], Any]:
+        if path == "/readyz" and method == "GET":
+            return 200, {}, {"status": "ready", "sessions": len(self.sessions), "max_sessions": self.max_sessions}
+        if path == "/v1/tasks" and method == "GET":
+            return 200, {}, {"tasks": [{"task": t, "env": t.split("/")[0], "id": t.split("/")[1], "prompt": p[0]} for t, p in TASKS.items()]}
+        if path == "/v1/sessions" and method == "POST":
+            if not isinstance(body, dict) or "task" not in body:
+                return _err(400, "missing_field", "missing field `task`")
+            if body["task"] not in TASKS:
+                return _err(404, "task_not_found", f"no task {body['task']}")
+            if len(self.sessions) >= self.max_sessions:
+                return 429, {"Retry-After": "1"}, {"error": {"category": "too_many_sessions", "message": "full"}}
+            sid = uuid.uuid4().hex[:12]
+            self.sessions[sid] = FakeSession(body["task"])
+            return 201, {}, {"session_id": sid, "task": body["task"], "prompt": TASKS[body["task"]][0], "docs": "# docs\n", "tools": TOOLS, "action_index": 0}
+        parts = path.split("/")
+        if len(parts) < 4 or parts[1:3] != ["v1", "sessions"]:
+            return _err(404, "bad_request", f"no route {path}")
+        sid, action = parts[3], "/".join(parts[4:])
+        session = self.sessions.get(sid)
+        if session is None:
+            return _err(404, "session_not_found", f"no session {sid}")
+        if method == "DELETE" and action == "":
+            del self.sessions[sid]
+            return 200, {}, {"closed": sid}
+        if method == "POST" and action == "call":
+            if not isinstance(body, dict) or "tool" not in body:
+                return _err(400, "missing_field", "missing field `tool`")
+            session.action_index += 1
+            args = body.get("args") or {}
+            if body["tool"] == "write":
+                session.files[args["path"]] = args["content"]
+                result: Dict[str, Any] = {"ok": True, "bytes": len(args["content"]), "created": True}
+            elif body["tool"] == "read" and args.get("path") in session.files:
+                result = {"ok": True, "content": session.files[args["path"]]}
+            else:
+                result = {"ok": False, "error": {"category": "not_found", "message": "no such file"}}
+            result["action_index"] = session.action_index
+            return 200, {}, {"action_index": session.action_index, "result": result}
+        if method == "POST" and action == "next_turn":
+            prompts = TASKS[session.task]
+            if session.turn + 1 >= len(prompts):
+                if self.last_turn_null:
+                    return 200, {}, {"prompt": None, "turn": session.turn}
+                return _err(409, "invalid_transition", "the session is at its last turn")
+            session.turn += 1
+            return 200, {}, {"prompt": prompts[session.turn], "turn": session.turn}
+        if method == "POST" and action == "fork":
+            child = uuid.uuid4().hex[:12]
+            self.sessions[child] = FakeSession(session.task, dict(session.files), session.action_index, session.turn)
+            return 201, {}, {"session_id": child}
+        if method == "POST" and action == "verify":
+            ok = session.files.get("done.txt") == "yes"
+            check = {"rule": "files", "path": "done.txt", "passed": ok}
+            return 200, {}, {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": [check]}
+        if method == "GET" and action == "diff":
+            return 200, {}, {"added": sorted(session.files), "modified": [], "deleted": []}
+        return _err(404, "bad_request", f"no route {method} {path}")
+
+
+def _err(status: int, category: str, message: str) -> Tuple[int, Dict[str, str], Any]:
+    return status, {}, {"error": {"category": category, "message": message}}
+
+
+def _handler_for(server: FakeServer) -> type:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, extra, obj = server.handle(self.command, self.path, headers, raw)
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in extra.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_DELETE = _any
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+def main(argv: List[str]) -> int:
+    # `fake_server.py serve --listen HOST:PORT [...]`: the shape of `envcraft serve`; the
+    # listen address is ignored beyond its host (the port is always picked by the kernel).
+    listen = argv[argv.index("--listen") + 1] if "--listen" in argv else "127.0.0.1:0"
+    server = FakeServer(host=listen.rsplit(":", 1)[0]).start()
+    print(f"listening on {server.url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,71 @@
+"""``clients/python/examples/rollout.py`` end to end: a scripted chat completions endpoint
+drives the fake envcraft server to reward 1.0."""
+
+import importlib.util
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from conftest import REPO
+
+
+def load_example():
+    path = REPO / "clients" / "python" / "examples" / "rollout.py"
+    spec = importlib.util.spec_from_file_location("rollout_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SCRIPT = [
+    # a malformed call first: the rollout must report it to the model, not crash
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "write", "arguments": "{not json"}}]},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "write", "arguments": json.dumps({"path": "done.txt", "content": "yes"})}}]},
+    {"role": "assistant", "content": "Done."},
+    {"role": "assistant", "content": "Goodbye."},
+]
+
+
+def chat_server(seen):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            data = json.dumps({"choices": [{"message": SCRIPT[len(seen) - 1]}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd
+
+
+def test_rollout_example_reaches_reward_one(fake, capsys):
+    seen = []
+    httpd = chat_server(seen)
+    try:
+        rollout = load_example()
+        code = rollout.main([
+            "--task", "example/two-turns",
+            "--envcraft-url", fake.url,
+            "--base-url", f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            "--model", "test-model",
+        ])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    out = capsys.readouterr().out
+    assert code == 0 and "reward 1.000 passed True" in out
+    assert len(seen) == 4, "two tool rounds, then one answer per prompt"
+    first = seen[0]
+    assert first["model"] == "test-model" and [t["function"]["name"] for t in first["tools"]] == ["read", "write"]
+    assert first["messages"][1] == {"role": "user", "content": "Write yes to done.txt."}
+    bad = json.loads(seen[1]["messages"][-1]["content"])
+    assert bad["ok"] is False and bad["error"]["category"] == "invalid_argument"
+    assert seen[3]["messages"][-1] == {"role": "user", "content": "Now say goodbye."}
+    assert fake.sessions == {}, "the session was closed"
