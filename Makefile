@@ -1,6 +1,8 @@
 # envcraft: the two commands a newcomer needs are `make run` and `make test`.
 CARGO ?= cargo
-ENVCRAFT := target/release/envcraft
+# Where cargo builds (CARGO_TARGET_DIR when set, as cargo itself does).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+ENVCRAFT := $(TARGET_DIR)/release/envcraft
 PYVENV := target/pyvenv
 
 .PHONY: all build run test lint bench clean
@@ -22,7 +24,7 @@ run: build
 test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
-	ENVCRAFT_BIN=target/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
+	ENVCRAFT_BIN=$(TARGET_DIR)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
 
 # The Python test tools live in their own virtual environment under target/.
 $(PYVENV)/.ready:
@@ -43,6 +45,7 @@ bench: build
 	python3 bench/sessions.py $(ENVCRAFT) bench/results.md
 	python3 bench/verify.py $(ENVCRAFT) bench/results.md
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
+	python3 bench/server.py $(ENVCRAFT) bench/results.md
 
 clean:
 	$(CARGO) clean

@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+/// Allocations pause while a sandbox is cloned, so the child never inherits a held allocator
+/// lock (see `envcraft::sys::CloneSafeAlloc`).
+#[global_allocator]
+static ALLOCATOR: envcraft::sys::CloneSafeAlloc = envcraft::sys::CloneSafeAlloc;
+
 fn main() {
     let cli = envcraft::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("ENVCRAFT_LOG")

@@ -3,9 +3,100 @@
 //! This is the only module of the crate with `unsafe`. Each function makes one system call (or
 //! one tight group of them) and returns `io::Result`; each `unsafe` block says why it is sound.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Set while a thread clones a process: allocations wait until it is done.
+static CLONING: AtomicBool = AtomicBool::new(false);
+/// Allocator calls under way (through [`CloneSafeAlloc`]).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// The system allocator, paused around [`clone_process`]: the binary's global allocator.
+///
+/// A clone copies only the calling thread; had another thread been inside `malloc` at that
+/// moment, the child would inherit its arena lock held forever and hang at its first
+/// allocation (as the server did, cloning sandboxes while other threads worked). Every
+/// allocation enters a gate the cloning thread closes, and the clone waits until none is in
+/// flight: the child starts with every allocator lock free.
+pub struct CloneSafeAlloc;
+
+impl CloneSafeAlloc {
+    #[inline]
+    fn enter() {
+        loop {
+            let mut spins = 0u32;
+            while CLONING.load(Ordering::SeqCst) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+            if !CLONING.load(Ordering::SeqCst) {
+                return;
+            }
+            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    #[inline]
+    fn leave() {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: every method forwards to `System` unchanged; the gate around it only delays calls.
+unsafe impl GlobalAlloc for CloneSafeAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::enter();
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc(layout) };
+        Self::leave();
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        Self::enter();
+        // SAFETY: as above.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        Self::leave();
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        Self::enter();
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) };
+        Self::leave();
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        Self::enter();
+        // SAFETY: as above.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        Self::leave();
+        p
+    }
+}
+
+/// Close the allocation gate (one cloner at a time) and wait for allocations in flight.
+fn pause_allocations() {
+    while CLONING
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    while IN_FLIGHT.load(Ordering::SeqCst) != 0 {
+        std::hint::spin_loop();
+    }
+}
+
+fn resume_allocations() {
+    CLONING.store(false, Ordering::SeqCst);
+}
 
 /// Result of [`clone_process`]: which side of the clone we are on.
 pub enum Cloned {
@@ -16,11 +107,14 @@ pub enum Cloned {
 /// `clone(2)` without a new stack (fork semantics) into the namespaces named by `flags`.
 ///
 /// The child starts with a copy of the calling thread only: a lock another thread held at the
-/// clone stays held in the child forever. Call it from a single-threaded process, or (the
-/// server) with clones serialized and the child using raw syscalls where glibc would wait on
-/// other threads ([`become_namespace_root`]).
+/// clone stays held in the child forever. Allocations are paused around the clone (with
+/// [`CloneSafeAlloc`] as the global allocator, as the binary has it) and the child sets its
+/// ids with raw syscalls ([`become_namespace_root`]), so a multi-threaded caller (the server)
+/// is safe as far as the allocator and glibc's set*id go; other C-library locks are not
+/// covered, so callers serialize clones and start their threads up front.
 pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
     let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
+    pause_allocations();
     // SAFETY: a raw clone with a NULL stack behaves as fork(2): the child gets a copy-on-write
     // copy of the address space and continues on its own copy of the stack. No pointer arguments
     // are passed (parent_tid, child_tid and tls are NULL/0).
@@ -34,10 +128,13 @@ pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
             0 as libc::c_ulong,
         )
     };
-    match ret {
-        -1 => Err(io::Error::last_os_error()),
-        0 => Ok(Cloned::Child),
-        pid => Ok(Cloned::Parent(pid as libc::pid_t)),
+    // Both sides reopen the gate: the child's copy of it was closed too.
+    let err = (ret == -1).then(io::Error::last_os_error);
+    resume_allocations();
+    match (ret, err) {
+        (_, Some(e)) => Err(e),
+        (0, None) => Ok(Cloned::Child),
+        (pid, None) => Ok(Cloned::Parent(pid as libc::pid_t)),
     }
 }
 

@@ -852,3 +852,75 @@ fn after_a_kill_and_restart_old_sessions_are_not_found() {
     assert!(server.session().is_some());
     assert_eq!(server.get("/readyz").json()["sessions"], 1);
 }
+
+/// Sessions are cloned from the multi-threaded server: a clone taken while another thread
+/// held an allocator lock left the child hung at its first allocation (seen at ~100 sessions
+/// under load). Many creations racing many calls must all finish.
+#[test]
+fn sessions_created_under_load_never_hang() {
+    let server = Server::start(&["--max-sessions", "64", "--lock-wait-ms", "60000"]);
+    if !sandbox_works() {
+        return;
+    }
+    let port = server.port;
+    let (done, finished) = std::sync::mpsc::channel();
+    for t in 0..12 {
+        let done = done.clone();
+        thread::spawn(move || {
+            for i in 0..8 {
+                let r = http(
+                    port,
+                    "POST",
+                    "/v1/sessions",
+                    Some(r#"{"task": "example/archive-read-mail"}"#),
+                    &[],
+                );
+                assert_eq!(r.status, 201, "{}", r.body);
+                let id = r.json()["session_id"].as_str().unwrap().to_string();
+                let content = format!("thread {t} round {i}\n").repeat(64);
+                for _ in 0..4 {
+                    let body =
+                        json!({"tool": "write", "args": {"path": "w.txt", "content": content}});
+                    let r = http(
+                        port,
+                        "POST",
+                        &format!("/v1/sessions/{id}/call"),
+                        Some(&body.to_string()),
+                        &[],
+                    );
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    let body = json!({"tool": "read", "args": {"path": "w.txt"}});
+                    let r = http(
+                        port,
+                        "POST",
+                        &format!("/v1/sessions/{id}/call"),
+                        Some(&body.to_string()),
+                        &[],
+                    );
+                    assert_eq!(
+                        r.json()["result"]["content"],
+                        content.as_str(),
+                        "{}",
+                        r.body
+                    );
+                }
+                let r = http(port, "DELETE", &format!("/v1/sessions/{id}"), None, &[]);
+                assert_eq!(r.status, 200, "{}", r.body);
+            }
+            done.send(t).unwrap();
+        });
+    }
+    drop(done);
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let mut seen = 0;
+    while seen < 12 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match finished.recv_timeout(left) {
+            Ok(_) => seen += 1,
+            Err(e) => panic!(
+                "{seen} of 12 workers finished ({e:?}): a worker failed (see its panic above) or a session creation hung"
+            ),
+        }
+    }
+    assert_eq!(server.get("/readyz").json()["sessions"], 0);
+}

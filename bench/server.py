@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Load benchmark of the rollout server, loopback only, bounded in count and time.
+
+    python3 bench/server.py ENVCRAFT_BINARY [RESULTS_MD] [--sessions N]
+
+Starts `envcraft serve --listen 127.0.0.1:0` on a temporary state directory, then with the
+asyncio client of clients/python (at most CONCURRENCY requests in flight):
+1. opens N sessions (default 1,000) of the bundled `example/archive-read-mail` and keeps them
+   open: the server's RSS growth per idle session;
+2. makes 20 calls in each: 16 file calls (8 `write` of a file unique to the session, 8 `read`
+   of it back, checked byte for byte: a mixed-up response is counted), then 4 `exec` calls
+   (`cat` of the same file, checked too): file and exec calls per second, p50/p99 latency;
+3. verifies every session, closes every session.
+The peer, in the same run: `GET /healthz` round trips (the HTTP floor of the same server and
+client). Targets (issue 5): zero lost or mixed-up responses; >= 2,000 file calls/s and >= 300
+exec calls/s on these 2 cores; < 1 MiB of server memory per idle session.
+"""
+
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python", "src"))
+
+import envcraft  # noqa: E402
+
+CONCURRENCY = 64
+DEADLINE_S = 600
+TASK = "example/archive-read-mail"
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+async def bounded(n, make):
+    """Run make(i) for i in range(n), CONCURRENCY at a time; returns the results in order."""
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(i):
+        async with sem:
+            return await make(i)
+
+    return await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
+
+
+async def load(url, pid, n):
+    client = envcraft.AsyncClient(url, max_retries=10)
+    errors = []
+    mixed = 0
+
+    t = time.perf_counter()
+    floor = []
+    for _ in range(200):
+        s = time.perf_counter()
+        await client.health()
+        floor.append(time.perf_counter() - s)
+    rss_before = rss_kib(pid)
+    created = await bounded(n, lambda i: client.create(TASK))
+    create_s = time.perf_counter() - t
+    sessions = [s for s in created if not isinstance(s, BaseException)]
+    errors += [repr(e) for e in created if isinstance(e, BaseException)]
+    rss_after = rss_kib(pid)
+
+    file_lat, exec_lat = [], []
+
+    async def file_calls(i):
+        nonlocal mixed
+        s = sessions[i]
+        for k in range(8):
+            content = f"session {s.id} write {k}\n" * 8
+            t0 = time.perf_counter()
+            r = await s.call("write", path=f"load/{k}.txt", content=content)
+            file_lat.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            back = await s.call("read", path=f"load/{k}.txt")
+            file_lat.append(time.perf_counter() - t0)
+            if not (r.get("ok") and back.get("ok") and content in str(back.get("content", ""))):
+                mixed += 1
+
+    async def exec_calls(i):
+        nonlocal mixed
+        s = sessions[i]
+        for k in range(4):
+            t0 = time.perf_counter()
+            r = await s.call("exec", command=f"cat load/{k}.txt")
+            exec_lat.append(time.perf_counter() - t0)
+            if not (r.get("ok") and f"session {s.id} write {k}" in str(r.get("stdout", ""))):
+                mixed += 1
+
+    t = time.perf_counter()
+    errors += [repr(e) for e in await bounded(len(sessions), file_calls) if isinstance(e, BaseException)]
+    file_s = time.perf_counter() - t
+    t = time.perf_counter()
+    errors += [repr(e) for e in await bounded(len(sessions), exec_calls) if isinstance(e, BaseException)]
+    exec_s = time.perf_counter() - t
+
+    verify_lat = []
+
+    async def verify(i):
+        t0 = time.perf_counter()
+        await sessions[i].verify()
+        verify_lat.append(time.perf_counter() - t0)
+
+    t = time.perf_counter()
+    errors += [repr(e) for e in await bounded(len(sessions), verify) if isinstance(e, BaseException)]
+    verify_s = time.perf_counter() - t
+    await bounded(len(sessions), lambda i: sessions[i].close())
+    return {
+        "n": n, "opened": len(sessions), "create_s": create_s,
+        "rss_per_session_kib": (rss_after - rss_before) / max(1, len(sessions)),
+        "file_calls": len(file_lat), "file_s": file_s, "file_lat": file_lat,
+        "exec_calls": len(exec_lat), "exec_s": exec_s, "exec_lat": exec_lat,
+        "verify_s": verify_s, "verify_lat": verify_lat, "floor": floor,
+        "errors": errors, "mixed": mixed,
+    }
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = 1000
+    if "--sessions" in sys.argv:
+        n = int(sys.argv[sys.argv.index("--sessions") + 1])
+        args = [a for a in args if a != str(n)]
+    if len(args) not in (1, 2):
+        print(__doc__, file=sys.stderr)
+        return 2
+    binary = os.path.abspath(args[0])
+    results = args[1] if len(args) == 2 else None
+    state = tempfile.mkdtemp(prefix="envcraft-bench-server-")
+    server = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", state,
+         "--max-sessions", str(n + 16), "--lock-wait-ms", "60000"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        line = server.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            raise SystemExit(f"the server did not start: {line!r}")
+        url = line.split(" ", 2)[2]
+        r = asyncio.run(asyncio.wait_for(load(url, server.pid, n), DEADLINE_S))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+    def verdict(ok):
+        return "met" if ok else "**not met**"
+
+    file_rate = r["file_calls"] / r["file_s"]
+    exec_rate = r["exec_calls"] / r["exec_s"]
+    floor_p50 = statistics.median(r["floor"]) * 1000
+    lost = r["n"] * 20 - r["file_calls"] - r["exec_calls"]
+    out = [
+        f"### F. Rollout server ({r['n']:,} sessions open at once, 20 calls each, "
+        f"{CONCURRENCY} requests in flight; one run)",
+        "",
+        "| What | Rate | p50 (ms) | p99 (ms) | Target |",
+        "| --- | ---: | ---: | ---: | --- |",
+        f"| open sessions | {r['opened'] / r['create_s']:.0f}/s | | | |",
+        f"| file calls (`write`, `read`) | {file_rate:,.0f}/s | {pct(r['file_lat'], .5):.2f} | "
+        f"{pct(r['file_lat'], .99):.2f} | >= 2,000/s: {verdict(file_rate >= 2000)} |",
+        f"| `exec` calls | {exec_rate:,.0f}/s | {pct(r['exec_lat'], .5):.2f} | "
+        f"{pct(r['exec_lat'], .99):.2f} | >= 300/s: {verdict(exec_rate >= 300)} |",
+        f"| verify | {len(r['verify_lat']) / r['verify_s']:.0f}/s | {pct(r['verify_lat'], .5):.2f} | "
+        f"{pct(r['verify_lat'], .99):.2f} | |",
+        f"| peer: `GET /healthz` (sequential) | {1000 / floor_p50:,.0f}/s | {floor_p50:.2f} | "
+        f"{pct(r['floor'], .99):.2f} | |",
+        "",
+        f"- Server memory per idle session: **{r['rss_per_session_kib']:.0f} KiB** (RSS growth "
+        f"over {r['opened']:,} sessions); target < 1 MiB: {verdict(r['rss_per_session_kib'] < 1024)}.",
+        f"- Errors: {len(r['errors'])}; lost calls: {lost}; mixed-up responses: {r['mixed']}; "
+        f"target zero: {verdict(not r['errors'] and lost == 0 and r['mixed'] == 0)}.",
+    ]
+    if r["errors"]:
+        out.append(f"- First error: `{r['errors'][0][:200]}`")
+    out += ["", "Generated by `python3 bench/server.py` (`make bench`)."]
+    text = "\n".join(out) + "\n"
+    print(text)
+    if results:
+        with open(results, "a") as f:
+            f.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
