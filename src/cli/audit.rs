@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use clap::Args;
 use serde_json::json;
 
+use super::task_args::SkillsDir;
 use crate::audit::{self, TaskAudit};
 use crate::error::Error;
 
@@ -22,14 +23,8 @@ pub struct AuditArgs {
     /// Tasks audited at once, in parallel processes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
-    /// Where skills are found (skills/NAME/).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_SKILLS",
-        default_value = "skills"
-    )]
-    pub skills: PathBuf,
+    #[command(flatten)]
+    pub skills: SkillsDir,
     /// Where sessions keep their state (default: as for exec).
     #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
@@ -41,7 +36,7 @@ fn spawn(task: &Path, args: &AuditArgs) -> std::io::Result<Child> {
     cmd.arg("audit")
         .arg("--json")
         .arg("--skills")
-        .arg(&args.skills)
+        .arg(&args.skills.path)
         .arg(task);
     if let Some(state) = &args.state_dir {
         cmd.arg("--state-dir").arg(state);
@@ -103,7 +98,7 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
             .state_dir
             .clone()
             .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
-        skills_root: args.skills.clone(),
+        skills_root: args.skills.path.clone(),
         base_time: None,
         lock_wait: std::time::Duration::from_secs(5),
     };

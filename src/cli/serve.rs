@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::task_args::{SkillsDir, WorkspacesDir};
 use crate::error::Error;
 use crate::server::{self, ServeConfig};
 use crate::session::SessionOptions;
@@ -14,22 +15,10 @@ pub struct ServeArgs {
     /// Address to listen on (loopback by default; port 0 picks a free one).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Where ENV/TASK_ID is looked up.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_WORKSPACES",
-        default_value = "workspaces"
-    )]
-    pub workspaces: PathBuf,
-    /// Where skills are found (skills/NAME/).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_SKILLS",
-        default_value = "skills"
-    )]
-    pub skills: PathBuf,
+    #[command(flatten)]
+    pub workspaces: WorkspacesDir,
+    #[command(flatten)]
+    pub skills: SkillsDir,
     /// Where sessions' state goes (default: as for exec).
     #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
@@ -62,7 +51,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
     let lock_wait = Duration::from_millis(args.lock_wait_ms);
     let config = ServeConfig {
         listen: args.listen,
-        workspaces: args.workspaces,
+        workspaces: args.workspaces.path,
         max_sessions: args.max_sessions,
         token,
         idle_timeout: Duration::from_secs(args.idle_timeout),
@@ -74,7 +63,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         state_root: args
             .state_dir
             .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
-        skills_root: args.skills,
+        skills_root: args.skills.path,
         base_time: None,
         lock_wait,
     };

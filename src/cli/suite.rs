@@ -11,6 +11,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 
+use super::task_args::SkillsDir;
 use crate::audit;
 use crate::error::Error;
 use crate::import;
@@ -34,14 +35,8 @@ pub struct SuiteArgs {
     /// Also write the report as Markdown, with the failed checks spelled out.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Where skills are found (skills/NAME/).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_SKILLS",
-        default_value = "skills"
-    )]
-    pub skills: PathBuf,
+    #[command(flatten)]
+    pub skills: SkillsDir,
 }
 
 /// One task's run, as the suite keeps it.
@@ -65,7 +60,7 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
         .arg(task)
         .arg("--json")
         .arg("--skills")
-        .arg(&args.skills);
+        .arg(&args.skills.path);
     if args.agent == "noop" {
         cmd.arg("--actions").arg(noop);
     }

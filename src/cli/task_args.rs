@@ -14,25 +14,40 @@ use crate::spec::time::Timestamp;
 
 #[derive(Debug, Args)]
 pub struct TaskArgs {
-    /// A task directory, or ENV/TASK_ID under --workspaces.
+    /// A task directory, ENV/TASK_ID under --workspaces, a ClawGym task folder or a PinchBench
+    /// task file (.md).
     #[arg(value_name = "TASK")]
     pub task: String,
-    /// Where ENV/TASK_ID is looked up.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_WORKSPACES",
-        default_value = "workspaces"
-    )]
-    pub workspaces: PathBuf,
+    #[command(flatten)]
+    pub workspaces: WorkspacesDir,
+    #[command(flatten)]
+    pub skills: SkillsDir,
+}
+
+/// `--skills DIR`: where skills are found, for every subcommand that runs a session.
+#[derive(Debug, Args)]
+pub struct SkillsDir {
     /// Where skills are found (skills/NAME/).
     #[arg(
-        long,
+        long = "skills",
         value_name = "DIR",
         env = "ENVCRAFT_SKILLS",
         default_value = "skills"
     )]
-    pub skills: PathBuf,
+    pub path: PathBuf,
+}
+
+/// `--workspaces DIR`: where ENV/TASK_ID is looked up.
+#[derive(Debug, Args)]
+pub struct WorkspacesDir {
+    /// Where ENV/TASK_ID is looked up.
+    #[arg(
+        long = "workspaces",
+        value_name = "DIR",
+        env = "ENVCRAFT_WORKSPACES",
+        default_value = "workspaces"
+    )]
+    pub path: PathBuf,
 }
 
 /// Flags of the subcommands that start a session.
@@ -76,7 +91,7 @@ impl TaskArgs {
             });
         }
         Ok(OpenedTask {
-            spec: TaskSpec::resolve(&self.task, &self.workspaces)?,
+            spec: TaskSpec::resolve(&self.task, &self.workspaces.path)?,
             _imported: None,
         })
     }
@@ -93,7 +108,7 @@ impl SessionArgs {
                 .state_dir
                 .clone()
                 .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
-            skills_root: task.skills.clone(),
+            skills_root: task.skills.path.clone(),
             base_time,
             lock_wait: Duration::from_secs(5),
         })

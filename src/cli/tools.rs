@@ -24,7 +24,7 @@ pub fn run(args: ToolsArgs) -> Result<i32, Error> {
     let task = args.task.load()?;
     let mut skills = Vec::new();
     for name in &task.env.skills {
-        let spec = SkillSpec::find(name, &args.task.skills)?;
+        let spec = SkillSpec::find(name, &args.task.skills.path)?;
         skills.push(OfferedSkill {
             name: spec.name.clone(),
             description: spec.description.clone(),
