@@ -85,3 +85,15 @@ pub fn report(err: &Error) -> i32 {
     eprintln!("envcraft: {}", crate::error::chain(err));
     exit::ENVCRAFT
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks over every subcommand: two flags with one id (as two
+    /// flattened structs with a field of the same name would give) fail here, not at run time.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -29,6 +29,7 @@ pub struct TaskArgs {
 pub struct SkillsDir {
     /// Where skills are found (skills/NAME/).
     #[arg(
+        id = "skills",
         long = "skills",
         value_name = "DIR",
         env = "ENVCRAFT_SKILLS",
@@ -42,6 +43,7 @@ pub struct SkillsDir {
 pub struct WorkspacesDir {
     /// Where ENV/TASK_ID is looked up.
     #[arg(
+        id = "workspaces",
         long = "workspaces",
         value_name = "DIR",
         env = "ENVCRAFT_WORKSPACES",
