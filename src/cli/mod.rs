@@ -88,12 +88,40 @@ pub fn report(err: &Error) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
-    /// clap's own consistency checks over every subcommand: two flags with one id (as two
-    /// flattened structs with a field of the same name would give) fail here, not at run time.
+    use super::{Cli, Command};
+
+    /// clap's own consistency checks over every subcommand.
     #[test]
     fn the_command_line_is_consistent() {
-        super::Cli::command().debug_assert();
+        Cli::command().debug_assert();
+    }
+
+    /// The shared directory flags reach the subcommand each was given to (two flattened
+    /// structs with a same-named field once made clap take them for one argument).
+    #[test]
+    fn skills_and_workspaces_flags_land_where_they_were_given() {
+        let cli = Cli::try_parse_from([
+            "envcraft",
+            "run",
+            "ENV/T",
+            "--skills",
+            "S",
+            "--workspaces",
+            "W",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.task.skills.path, std::path::Path::new("S"));
+        assert_eq!(args.task.workspaces.path, std::path::Path::new("W"));
+        let cli = Cli::try_parse_from(["envcraft", "serve", "--skills", "S2"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.skills.path, std::path::Path::new("S2"));
+        assert_eq!(args.workspaces.path, std::path::Path::new("workspaces"));
     }
 }
