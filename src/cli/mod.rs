@@ -88,6 +88,8 @@ pub fn report(err: &Error) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use clap::{CommandFactory, Parser};
 
     use super::{Cli, Command};
