@@ -82,9 +82,8 @@ impl TaskArgs {
     /// a foreign task imported on the fly (its prompt and grader unchanged).
     pub fn load(&self) -> Result<OpenedTask, Error> {
         let path = Path::new(&self.task);
-        let foreign_task = !path.join("task.toml").is_file()
-            && (path.join("data_entry.json").is_file()
-                || (path.is_file() && path.extension().is_some_and(|e| e == "md")));
+        let foreign_task =
+            !path.join("task.toml").is_file() && crate::import::single_task_format(path).is_some();
         if foreign_task {
             let (temp, task_dir) = crate::import::import_one_to_temp(path)?;
             return Ok(OpenedTask {

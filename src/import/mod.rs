@@ -211,6 +211,18 @@ pub fn import(
     Ok(outcome)
 }
 
+/// The format of the one foreign task at `path`: a ClawGym task folder (holding
+/// `data_entry.json`) or a PinchBench task file (`.md`).
+pub fn single_task_format(path: &Path) -> Option<Format> {
+    if path.is_dir() && path.join("data_entry.json").is_file() {
+        Some(Format::ClawGym)
+    } else if path.is_file() && path.extension().is_some_and(|e| e == "md") {
+        Some(Format::PinchBench)
+    } else {
+        None
+    }
+}
+
 /// The foreign format of the task set at `path`, when it is one: a ClawGym task folder
 /// (`data_entry.json`) or a folder of them; a PinchBench task file (`.md`), a folder of them,
 /// or a checkout holding `tasks/*.md`. `None` for anything else (an envcraft tree, say).
@@ -220,13 +232,14 @@ pub fn detect(path: &Path) -> Option<Format> {
             .map(|rd| rd.flatten().any(|e| test(&e.path())))
             .unwrap_or(false)
     };
-    let is_md = |p: &Path| p.is_file() && p.extension().is_some_and(|e| e == "md");
-    if path.join("data_entry.json").is_file()
-        || has_child(path, &|p| p.join("data_entry.json").is_file())
-    {
+    let is_md = |p: &Path| single_task_format(p) == Some(Format::PinchBench);
+    if let Some(format) = single_task_format(path) {
+        return Some(format);
+    }
+    if has_child(path, &|p| single_task_format(p) == Some(Format::ClawGym)) {
         return Some(Format::ClawGym);
     }
-    if is_md(path) || (path.join("tasks").is_dir() && has_child(&path.join("tasks"), &is_md)) {
+    if path.join("tasks").is_dir() && has_child(&path.join("tasks"), &is_md) {
         return Some(Format::PinchBench);
     }
     let has_envcraft_tasks = path.join("env.toml").is_file() || path.join("task.toml").is_file();
@@ -262,14 +275,16 @@ pub fn import_all_to_temp(
 /// new temporary directory; returns the directory (removed when dropped) and the task's
 /// directory inside it, ready for [`crate::spec::TaskSpec::load`].
 pub fn import_one_to_temp(path: &Path) -> Result<(tempfile::TempDir, PathBuf), ImportError> {
-    let plan = if path.is_dir() && path.join("data_entry.json").is_file() {
-        clawgym::plan_task(path)?
-    } else if path.is_file() && path.extension().is_some_and(|e| e == "md") {
-        pinchbench::plan_task(path, &pinchbench::assets_root_of_file(path))?
-    } else {
-        return Err(ImportError::UnknownFormat {
-            path: path.to_path_buf(),
-        });
+    let plan = match single_task_format(path) {
+        Some(Format::ClawGym) => clawgym::plan_task(path)?,
+        Some(Format::PinchBench) => {
+            pinchbench::plan_task(path, &pinchbench::assets_root_of_file(path))?
+        }
+        None => {
+            return Err(ImportError::UnknownFormat {
+                path: path.to_path_buf(),
+            });
+        }
     };
     let temp = tempfile::Builder::new()
         .prefix("envcraft-import-")

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
 
+use super::located::{TomlFile, key_part, line_col};
+
 /// Policies shipped with envcraft, by name, with their TOML source.
 pub const BUNDLED: &[(&str, &str)] = &[
     ("default", include_str!("../../policies/default.toml")),
@@ -265,49 +267,19 @@ impl Policy {
 
     /// Parse and validate policy TOML. `source_name` is used in error messages.
     pub fn parse(name: &str, source_name: &str, text: &str) -> Result<Policy, PolicyError> {
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|span| line_col(text, span.start))
-                .unwrap_or((0, 0));
-            let key = text
-                .lines()
-                .nth(line.saturating_sub(1))
-                .and_then(|l| l.split_once('='))
-                .map(|(k, _)| k.trim().to_string())
-                .filter(|k| !k.is_empty() && !k.starts_with('['));
-            PolicyError::Syntax {
-                source_name: source_name.to_string(),
-                key,
-                line,
-                column,
-                message: readable_type_names(e.message().trim()),
-            }
+        let file = TomlFile {
+            path: Path::new(source_name),
+            text,
+        };
+        let raw: RawPolicy = file.parse().map_err(|p| PolicyError::Syntax {
+            source_name: source_name.to_string(),
+            key: p.key,
+            line: p.line,
+            column: p.column,
+            message: p.message,
         })?;
         Validator { source_name, text }.policy(name, raw)
     }
-}
-
-fn key_part(key: &Option<String>) -> String {
-    key.as_ref()
-        .map(|k| format!(", key `{k}`"))
-        .unwrap_or_default()
-}
-
-/// serde names Rust types (`expected i64`); say what a policy author writes instead.
-fn readable_type_names(message: &str) -> String {
-    message
-        .replace("expected i64", "expected an integer")
-        .replace("expected u64", "expected an integer")
-        .replace("expected a boolean", "expected `true` or `false`")
-}
-
-/// 1-based line and column of a byte offset.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-    (line, column)
 }
 
 /// A byte count written either as an integer or as a string with a unit (`"256MiB"`, `"1G"`).
