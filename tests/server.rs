@@ -822,25 +822,108 @@ fn sigterm_drains_then_exits_cleanly() {
     );
 }
 
+/// Killed with SIGKILL mid-work and restarted on the same state directory, the server
+/// resumes what it can (same workspace, same action index, a fork included) and answers
+/// `session_not_found` for a session whose replay differs; no process outlives the killed
+/// server and nothing it left stays on disk.
 #[test]
-fn after_a_kill_and_restart_old_sessions_are_not_found() {
+fn after_a_kill_and_restart_sessions_are_resumed_or_not_found() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let mut server = Server::start_in(tempfile::tempdir().unwrap(), state.clone(), &[]);
-    let Some(id) = server.session() else { return };
-    assert_eq!(server.sessions_on_disk(), vec![id.clone()]);
+    let Some(kept) = server.session() else { return };
+    let r = server.call(
+        &kept,
+        "write",
+        json!({"path": "out/a.txt", "content": "one\n"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = server.call(
+        &kept,
+        "exec",
+        json!({"command": "date +%s > out/when.txt; cat out/a.txt out/a.txt > out/b.txt"}),
+    );
+    assert_eq!(r.json()["result"]["exit_code"], 0, "{}", r.body);
+    let when = server
+        .call(&kept, "read", json!({"path": "out/when.txt"}))
+        .json()["result"]["content"]
+        .clone();
+    assert!(when.is_string(), "{when}");
+    let r = server.post(&format!("/v1/sessions/{kept}/fork"), json!({}));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let fork = r.json()["session_id"].as_str().unwrap().to_string();
+    let r = server.call(
+        &fork,
+        "edit",
+        json!({"path": "out/a.txt", "old_string": "one", "new_string": "two"}),
+    );
+    assert_eq!(r.json()["result"]["ok"], true, "{}", r.body);
+    let kept_diff = server.get(&format!("/v1/sessions/{kept}/diff")).json();
+    // Output that differs from run to run: this session cannot be replayed faithfully.
+    let Some(random) = server.session() else {
+        return;
+    };
+    let r = server.call(
+        &random,
+        "exec",
+        json!({"command": "od -An -N8 -tx8 /dev/urandom"}),
+    );
+    assert_eq!(r.json()["result"]["exit_code"], 0, "{}", r.body);
+    // Killed mid-call: a call whose answer never came is not part of the session.
+    let port = server.port;
+    let in_flight = kept.clone();
+    thread::spawn(move || {
+        let body = json!({"tool": "exec", "args": {"command": "sleep 30; touch out/late"}});
+        http(
+            port,
+            "POST",
+            &format!("/v1/sessions/{in_flight}/call"),
+            Some(&body.to_string()),
+            &[],
+        )
+    });
+    thread::sleep(Duration::from_millis(500));
     let sandboxes = descendants(server.pid());
     server.signal(libc::SIGKILL);
     server.wait(Duration::from_secs(10));
-    let server = Server::start_in(tempfile::tempdir().unwrap(), state, &[]);
-    let r = server.call(&id, "ls", json!({}));
+
+    let server = Server::start_in(tempfile::tempdir().unwrap(), state.clone(), &[]);
+    // The same workspace, at the same action index.
+    assert_eq!(
+        server.get(&format!("/v1/sessions/{kept}/diff")).json(),
+        kept_diff
+    );
+    let r = server.call(&kept, "read", json!({"path": "out/b.txt"}));
+    assert_eq!(r.json()["result"]["content"], "one\none\n", "{}", r.body);
+    assert_eq!(r.json()["result"]["action_index"], 3, "{}", r.body);
+    let r = server.call(&fork, "read", json!({"path": "out/a.txt"}));
+    assert_eq!(r.json()["result"]["content"], "two\n", "{}", r.body);
+    assert_eq!(r.json()["result"]["action_index"], 4, "{}", r.body);
+    // The clock too: `date` ran at action 1 again, at the same session time.
+    let r = server.call(&kept, "read", json!({"path": "out/when.txt"}));
+    assert_eq!(r.json()["result"]["content"], when, "{}", r.body);
+    let r = server.call(&random, "ls", json!({}));
     r.assert_error(404, "session_not_found");
     assert_eq!(r.message(), NOT_FOUND);
+    let metrics = server.get("/metrics").body;
     assert!(
-        !server.sessions_on_disk().contains(&id),
-        "the dead session's directory was not swept: {:?}",
-        server.sessions_on_disk()
+        metrics.contains("envcraft_sessions_resumed_total{outcome=\"resumed\"} 2"),
+        "{metrics}"
     );
+    assert!(
+        metrics.contains("envcraft_sessions_resumed_total{outcome=\"dropped\"} 1"),
+        "{metrics}"
+    );
+
+    let mut on_disk = server.sessions_on_disk();
+    on_disk.sort();
+    let mut expected = vec![kept.clone(), fork.clone()];
+    expected.sort();
+    assert_eq!(on_disk, expected);
+    let resuming = fs::read_dir(state.join("resuming"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(resuming, 0, "claimed directories were left behind");
     let deadline = Instant::now() + Duration::from_secs(5);
     while sandboxes.iter().any(|p| alive(*p)) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
@@ -849,8 +932,25 @@ fn after_a_kill_and_restart_old_sessions_are_not_found() {
         !sandboxes.iter().any(|p| alive(*p)),
         "sandbox processes outlived a killed server"
     );
-    assert!(server.session().is_some());
-    assert_eq!(server.get("/readyz").json()["sessions"], 1);
+    assert_eq!(server.get("/readyz").json()["sessions"], 2);
+}
+
+/// Two servers on one state directory would each take the other's sessions for dead ones.
+#[test]
+fn a_second_server_on_the_same_state_directory_is_refused() {
+    let server = Server::start(&[]);
+    let out = Command::new(common::envcraft())
+        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(&server.state)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("another envcraft serve uses the state directory"),
+        "{stderr}"
+    );
 }
 
 /// Sessions are cloned from the multi-threaded server: a clone taken while another thread

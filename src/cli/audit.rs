@@ -101,6 +101,8 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         skills_root: args.skills.path.clone(),
         base_time: None,
         lock_wait: std::time::Duration::from_secs(5),
+        seed: None,
+        origin: serde_json::Value::Null,
     };
     let mut audits = Vec::new();
     if args.jobs <= 1 || tasks.len() <= 1 {

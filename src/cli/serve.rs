@@ -66,6 +66,8 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         skills_root: args.skills.path,
         base_time: None,
         lock_wait,
+        seed: None,
+        origin: serde_json::Value::Null,
     };
     server::run(config, options)?;
     Ok(0)

@@ -112,6 +112,8 @@ impl SessionArgs {
             skills_root: task.skills.path.clone(),
             base_time,
             lock_wait: Duration::from_secs(5),
+            seed: None,
+            origin: serde_json::Value::Null,
         })
     }
 }

@@ -33,7 +33,7 @@ pub struct OwnerMark {
 
 /// Whether the owner of `dir` is gone: its lock can be taken (unmarked directories are left
 /// alone).
-fn owner_gone(dir: &Path) -> bool {
+pub(crate) fn owner_gone(dir: &Path) -> bool {
     let Ok(file) = fs::File::open(dir.join(OWNER)) else {
         return false;
     };

@@ -190,6 +190,16 @@ fn is_plain_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// The task a create request's `task` field names: `ENV/ID` under the workspaces root.
+pub(super) fn task_of(state: &AppState, task: &Value) -> Result<TaskSpec, ApiError> {
+    match task {
+        Value::String(name) => load_task(state, name),
+        _ => Err(ApiError::bad_request(
+            "field `task` must be a task name, ENV/ID (GET /v1/tasks lists them)",
+        )),
+    }
+}
+
 /// The task `ENV/ID` under the workspaces root; never a path elsewhere.
 fn load_task(state: &AppState, name: &str) -> Result<TaskSpec, ApiError> {
     let parts: Vec<&str> = name.split('/').collect();
@@ -232,13 +242,16 @@ pub async fn create(
         return Err(ApiError::draining());
     }
     let map = object(&state, body)?;
-    no_unknown_fields(&map, &["task", "base_time"])?;
-    let name = string_field(
-        &map,
-        "task",
-        "the task to run, as ENV/ID (GET /v1/tasks lists them)",
-    )?
-    .to_string();
+    no_unknown_fields(&map, &["task", "base_time", "seed"])?;
+    let task_value = match map.get("task") {
+        None | Some(Value::Null) => {
+            return Err(ApiError::missing_field(
+                "task",
+                "the task to run, as ENV/ID (GET /v1/tasks lists them) or an inline task object",
+            ));
+        }
+        Some(value) => value.clone(),
+    };
     let base_time = match map.get("base_time") {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(
@@ -252,20 +265,31 @@ pub async fn create(
             ));
         }
     };
+    let seed = match map.get("seed") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value.as_u64().ok_or_else(|| {
+            ApiError::bad_request("field `seed` must be an integer from 0 to 2^64-1")
+        })?),
+    };
     let slot_state = state.clone();
     let response = blocking(move || -> Result<Value, ApiError> {
         let state = slot_state;
         let slot = state.registry.reserve()?;
-        let task = load_task(&state, &name)?;
+        let task = task_of(&state, &task_value)?;
+        let name = format!("{}/{}", task.env.name, task.id);
         let mut options = state.session_options.clone();
         options.base_time = base_time;
+        options.seed = seed;
+        // What a restarted server needs to make the session again (see `super::resume`).
+        options.origin = json!({"task": task_value});
         let session = {
             let _clone = super::clone_lock();
             Session::create(&task, &options)
         }
         .map_err(|e| session_error("cannot create the session", &e))?;
         let body = json!({
-            "task": format!("{}/{}", task.env.name, task.id),
+            "task": name,
+            "seed": seed,
             "prompt": session.prompt(),
             "docs": task.env.docs,
             "tools": openai_tools(&session),

@@ -25,6 +25,9 @@ impl Summary {
 #[derive(Default)]
 pub struct Metrics {
     sessions_created: AtomicU64,
+    /// Sessions a restarted server found: resumed, and dropped.
+    sessions_resumed: AtomicU64,
+    sessions_not_resumed: AtomicU64,
     /// (tool, outcome) → calls.
     tool_calls: Mutex<BTreeMap<(String, &'static str), u64>>,
     tool_call_seconds: Summary,
@@ -36,6 +39,16 @@ pub struct Metrics {
 impl Metrics {
     pub fn session_created(&self) {
         self.sessions_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A killed server's session was resumed (`true`) or dropped.
+    pub fn session_resumed(&self, resumed: bool) {
+        let counter = if resumed {
+            &self.sessions_resumed
+        } else {
+            &self.sessions_not_resumed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A tool call finished; `tool` is a name the session offers or `unknown` (labels stay few).
@@ -72,6 +85,15 @@ impl Metrics {
              # TYPE envcraft_sessions_created_total counter\n\
              envcraft_sessions_created_total {}",
             self.sessions_created.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP envcraft_sessions_resumed_total Sessions of a killed server, by whether this one resumed them.\n\
+             # TYPE envcraft_sessions_resumed_total counter\n\
+             envcraft_sessions_resumed_total{{outcome=\"resumed\"}} {}\n\
+             envcraft_sessions_resumed_total{{outcome=\"dropped\"}} {}",
+            self.sessions_resumed.load(Ordering::Relaxed),
+            self.sessions_not_resumed.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

@@ -7,13 +7,15 @@
 //! - [`registry`]: the open sessions;
 //! - [`handlers`]: the endpoints;
 //! - [`metrics`]: the counters behind `/metrics`;
-//! - [`openapi`]: the OpenAPI description served at `/openapi.json`.
+//! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
+//! - [`resume`]: at start, the sessions a killed server left.
 
 pub mod error;
 pub mod handlers;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
+pub mod resume;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -66,6 +68,10 @@ pub enum ServerError {
     },
     #[error("cannot wait for signals")]
     Signal(#[source] std::io::Error),
+    #[error(
+        "another envcraft serve uses the state directory {0}: give each server its own --state-dir"
+    )]
+    StateDirInUse(PathBuf),
 }
 
 /// What `envcraft serve` was told.
@@ -191,7 +197,11 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
         path: root.clone(),
         source,
     })?;
-    // What a killed server left (session directories whose owner is gone) goes first.
+    // One server per state directory: its sessions are this server's alone.
+    let _state_lock = lock_state_dir(root)?;
+    // The sessions a killed server left are set aside to be resumed; what else it left (its
+    // sandboxes' directories and cgroups) goes.
+    let claimed = crate::session::resume::claim(root);
     crate::sandbox::stale::sweep_once(&session_options.state_root);
     // Sandboxes are cloned from this (multi-threaded) process, and the child keeps glibc's
     // view of the other threads and whatever locks they held at that moment (thread creation
@@ -207,7 +217,23 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
         .build()
         .map_err(ServerError::Runtime)?;
     runtime.block_on(prewarm(blocking_threads));
-    runtime.block_on(serve(config, session_options))
+    runtime.block_on(serve(config, session_options, claimed))
+}
+
+/// Hold `root/serve.lock` (an exclusive `flock`, released when the server exits, however).
+fn lock_state_dir(root: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, ServerError> {
+    let path = root.join("serve.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| ServerError::StateDir {
+            path: path.clone(),
+            source,
+        })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| ServerError::StateDirInUse(root.to_path_buf()))
 }
 
 /// Start all `n` blocking threads now: `n` tasks that can only finish together.
@@ -242,7 +268,11 @@ pub(crate) fn clone_lock() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-async fn serve(config: ServeConfig, session_options: SessionOptions) -> Result<(), ServerError> {
+async fn serve(
+    config: ServeConfig,
+    session_options: SessionOptions,
+    claimed: Vec<PathBuf>,
+) -> Result<(), ServerError> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|source| ServerError::Bind {
@@ -262,6 +292,16 @@ async fn serve(config: ServeConfig, session_options: SessionOptions) -> Result<(
         in_flight: AtomicUsize::new(0),
         idle: Notify::new(),
     });
+    if !claimed.is_empty() {
+        // Before the address is announced: a client never sees a resumable session missing.
+        let resuming = state.clone();
+        let found = claimed.len();
+        let (resumed, dropped) =
+            tokio::task::spawn_blocking(move || resume::resume_all(&resuming, claimed))
+                .await
+                .unwrap_or((0, found));
+        tracing::info!(resumed, dropped, "sessions of a killed server");
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{addr}").map_err(ServerError::Announce)?;

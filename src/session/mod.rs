@@ -10,6 +10,7 @@
 //! No global state: everything a call needs is in its `Session`.
 
 pub mod clock;
+pub mod resume;
 pub mod store;
 pub mod trajectory;
 pub mod transcript;
@@ -69,9 +70,16 @@ pub struct SessionOptions {
     pub base_time: Option<i64>,
     /// How long a call waits for the session's lock.
     pub lock_wait: Duration,
+    /// A seed the task's own programs may use (`ENVCRAFT_SEED`); envcraft itself is
+    /// deterministic and does not draw from it.
+    pub seed: Option<u64>,
+    /// What made the session, kept in its `state.json` for whoever resumes it (the server
+    /// stores its create request); opaque to the session.
+    pub origin: Value,
 }
 
-/// What `state.json` holds: enough to know what the session is and where it stands.
+/// What `state.json` holds: enough to know what the session is, where it stands, and how to
+/// make it again (see [`resume`]).
 #[derive(Debug, Clone, Serialize)]
 struct State<'a> {
     version: u32,
@@ -81,6 +89,10 @@ struct State<'a> {
     action_index: u64,
     turn: usize,
     clock: Clock,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    origin: &'a Value,
     enforced: &'a Enforced,
 }
 
@@ -94,6 +106,20 @@ struct Parts {
     skills: Vec<OfferedSkill>,
     lock_wait: Duration,
     sessions_root: PathBuf,
+    seed: Option<u64>,
+    origin: Value,
+}
+
+impl Parts {
+    /// The variables every command of the session gets at action `index`: the clock's, and
+    /// the seed when there is one.
+    fn command_env(&self, index: u64) -> Vec<(String, String)> {
+        let mut env = self.clock.env_at(index);
+        if let Some(seed) = self.seed {
+            env.push(("ENVCRAFT_SEED".into(), seed.to_string()));
+        }
+        env
+    }
 }
 
 /// One live run of one task.
@@ -138,6 +164,15 @@ fn rfc3339(unix: i64) -> String {
 impl Session {
     /// Make a session for `task`: its workspace, its sandbox, its directory and transcript.
     pub fn create(task: &TaskSpec, options: &SessionOptions) -> Result<Session, SessionError> {
+        Session::create_as(task, options, None)
+    }
+
+    /// [`Session::create`] under a given id (a resumed session keeps its own), else a new one.
+    fn create_as(
+        task: &TaskSpec,
+        options: &SessionOptions,
+        id: Option<String>,
+    ) -> Result<Session, SessionError> {
         let env = &task.env;
         let policy = env.load_policy()?;
         let mut binds = Vec::new();
@@ -182,8 +217,10 @@ impl Session {
             skills,
             lock_wait: options.lock_wait,
             sessions_root: options.state_root.join("sessions"),
+            seed: options.seed,
+            origin: options.origin.clone(),
         };
-        let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None)?;
+        let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
         if let Some(prompt) = task.turns.first() {
             let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
             session
@@ -203,6 +240,7 @@ impl Session {
         turn: usize,
         offsets: tools::process::Offsets,
         known: Option<Enforced>,
+        id: Option<String>,
     ) -> Result<Session, SessionError> {
         // A fork's sandbox is its parent's, built again: what was enforced is known.
         let enforced = match known {
@@ -210,7 +248,7 @@ impl Session {
             None => {
                 let probe = sandbox.exec(&sandbox::ExecRequest {
                     argv: vec!["/bin/true".into()],
-                    env: parts.clock.env_at(action_index),
+                    env: parts.command_env(action_index),
                     timeout: Duration::from_secs(10),
                     stdin: sandbox::StdinSource::Null,
                     output: sandbox::OutputMode::Capture,
@@ -241,7 +279,7 @@ impl Session {
             plan.workspace_writable,
             owner,
         );
-        let id = new_id();
+        let id = id.unwrap_or_else(new_id);
         let dir = SessionDir::create(&parts.sessions_root, &id)?;
         let session = Session {
             id,
@@ -272,6 +310,7 @@ impl Session {
             self.turn,
             self.offsets.clone(),
             Some(self.enforced.clone()),
+            None,
         )?;
         let transcript = self.dir.path.join("transcript.jsonl");
         if transcript.exists() {
@@ -349,6 +388,8 @@ impl Session {
             action_index: self.action_index,
             turn: self.turn,
             clock: self.parts.clock,
+            seed: self.parts.seed,
+            origin: &self.parts.origin,
             enforced: &self.enforced,
         };
         let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
@@ -389,7 +430,7 @@ impl Session {
                 "exec" => tools::exec::call(
                     &mut self.sandbox,
                     args,
-                    self.parts.clock.env_at(index),
+                    self.parts.command_env(index),
                     limit,
                 ),
                 "process" => tools::process::call(&mut self.sandbox, &mut self.offsets, args),
@@ -397,7 +438,7 @@ impl Session {
                     &mut self.sandbox,
                     &self.parts.skills,
                     args,
-                    self.parts.clock.env_at(index),
+                    self.parts.command_env(index),
                 ),
                 _ => tools::call(&self.root, tool, args, now),
             }
@@ -550,7 +591,7 @@ impl Session {
             &self.parts.task,
             layers,
             Some(&transcript),
-            self.parts.clock.env_at(self.action_index),
+            self.parts.command_env(self.action_index),
             &state_root,
         )?)
     }
