@@ -935,6 +935,123 @@ fn after_a_kill_and_restart_sessions_are_resumed_or_not_found() {
     assert_eq!(server.get("/readyz").json()["sessions"], 2);
 }
 
+/// A task given whole in the create request: checked as a task on disk (errors name the
+/// request's fields, nothing is left of a refused one), its files laid over the
+/// environment's, verified against its own expected.json, the same object the same task.
+#[test]
+fn inline_tasks_are_checked_run_and_verified() {
+    let server = Server::start(&[]);
+    if !sandbox_works() {
+        return;
+    }
+    let inline = |extra: Value| {
+        let mut task = json!({"env": "example", "prompt": "Write hi to out.txt",
+                              "verifier": {"kind": "manifest", "extra": "allow"}});
+        task.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"task": task})
+    };
+    for (body, category, needle) in [
+        (
+            json!({"task": {"prompt": "x"}}),
+            "missing_field",
+            "task.env",
+        ),
+        (
+            json!({"task": {"env": "nope", "prompt": "x"}}),
+            "bad_request",
+            "no environment `nope`",
+        ),
+        (json!({"task": 7}), "bad_request", "inline task object"),
+        (
+            inline(json!({"verifier": {"kind": "manifest", "bogus": 1}})),
+            "bad_request",
+            "bogus",
+        ),
+        (
+            inline(json!({"files": {"../x": "a"}})),
+            "bad_request",
+            "not a relative path",
+        ),
+        (
+            inline(json!({"files": {"a": 1}})),
+            "bad_request",
+            "must be a string",
+        ),
+        (
+            inline(json!({"expected": {"filez": {}}})),
+            "bad_request",
+            "filez",
+        ),
+    ] {
+        let r = server.post("/v1/sessions", body.clone());
+        r.assert_error(400, category);
+        assert!(r.message().contains(needle), "{body}: {}", r.body);
+        assert!(
+            !r.body.contains(server.state.to_str().unwrap()),
+            "a host path: {}",
+            r.body
+        );
+    }
+    let inline_dir = server.state.join("inline");
+    let left = fs::read_dir(&inline_dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "refused inline tasks left directories");
+
+    let hi = "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4";
+    let body = inline(json!({
+        "files": {"notes/todo.txt": "do it\n"},
+        "expected": {"version": 1, "files": {"out.txt": {"sha256": hi}}},
+    }));
+    let r = server.post("/v1/sessions", body.clone());
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["prompt"], "Write hi to out.txt");
+    let task = r.json()["task"].as_str().unwrap().to_string();
+    assert!(task.starts_with("example/inline-"), "{task}");
+    let id = r.json()["session_id"].as_str().unwrap().to_string();
+    let r = server.call(&id, "read", json!({"path": "notes/todo.txt"}));
+    assert_eq!(r.json()["result"]["content"], "do it\n", "{}", r.body);
+    let r = server.call(&id, "ls", json!({"path": "inbox"}));
+    assert_eq!(
+        r.json()["result"]["ok"],
+        true,
+        "the environment's files: {}",
+        r.body
+    );
+    let verify = |id: &str| {
+        server
+            .post(&format!("/v1/sessions/{id}/verify"), json!({}))
+            .json()
+    };
+    assert_eq!(verify(&id)["reward"], 0.0);
+    server.call(&id, "write", json!({"path": "out.txt", "content": "hi\n"}));
+    assert_eq!(verify(&id)["reward"], 1.0);
+    // The same object is the same task.
+    let again = server.post("/v1/sessions", body);
+    assert_eq!(again.json()["task"], task.as_str());
+    assert_eq!(fs::read_dir(&inline_dir).unwrap().count(), 1);
+}
+
+/// `seed` is echoed and reaches the task's programs as ENVCRAFT_SEED; a bad one is refused.
+#[test]
+fn a_seed_reaches_the_sessions_commands() {
+    let server = Server::start(&[]);
+    if !sandbox_works() {
+        return;
+    }
+    let r = server.post("/v1/sessions", json!({"task": TASK, "seed": 1234}));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["seed"], 1234);
+    let id = r.json()["session_id"].as_str().unwrap().to_string();
+    let r = server.call(&id, "exec", json!({"command": "echo $ENVCRAFT_SEED"}));
+    assert_eq!(r.json()["result"]["stdout"], "1234\n", "{}", r.body);
+    for seed in [json!(-1), json!("7"), json!(1.5)] {
+        server
+            .post("/v1/sessions", json!({"task": TASK, "seed": seed}))
+            .assert_error(400, "bad_request");
+    }
+}
+
 /// Two servers on one state directory would each take the other's sessions for dead ones.
 #[test]
 fn a_second_server_on_the_same_state_directory_is_refused() {

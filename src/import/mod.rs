@@ -391,16 +391,7 @@ pub(crate) fn plan_copy_tree(
 }
 
 /// Whether `name` can be a directory name envcraft accepts as an environment or a task id.
-pub(crate) fn is_plain_name(name: &str) -> bool {
-    name.len() <= 128
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
+pub(crate) use crate::spec::is_plain_name;
 
 /// Whether `path` is relative and stays inside the directory it is relative to.
 pub(crate) fn is_inner_path(path: &str) -> bool {

@@ -16,6 +16,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::registry::{Locked, close_entry};
 use crate::session::{Session, SessionError};
+use crate::spec::is_plain_name;
 use crate::spec::task::TaskSpec;
 use crate::spec::time::Timestamp;
 
@@ -177,25 +178,18 @@ pub async fn tasks(State(state): State<Arc<AppState>>) -> ApiResult {
     Ok(Json(json!({"tasks": tasks})).into_response())
 }
 
-/// A name safe as one path component (as the spec's environment and task names: letters,
-/// digits, `-`, `_`, `.`, starting with a letter or digit).
-fn is_plain_name(name: &str) -> bool {
-    name.len() <= 128
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// The task a create request's `task` field names: `ENV/ID` under the workspaces root.
+/// The task a create request's `task` field names: `ENV/ID` under the workspaces root, or an
+/// inline task (see [`super::inline`]).
 pub(super) fn task_of(state: &AppState, task: &Value) -> Result<TaskSpec, ApiError> {
     match task {
         Value::String(name) => load_task(state, name),
+        Value::Object(object) => super::inline::load(
+            object,
+            &state.config.workspaces,
+            &state.session_options.state_root,
+        ),
         _ => Err(ApiError::bad_request(
-            "field `task` must be a task name, ENV/ID (GET /v1/tasks lists them)",
+            "field `task` must be a task name, ENV/ID (GET /v1/tasks lists them), or an inline task object",
         )),
     }
 }

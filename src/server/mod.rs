@@ -6,12 +6,14 @@
 //! - [`error`]: API errors (category, status, agent-safe message);
 //! - [`registry`]: the open sessions;
 //! - [`handlers`]: the endpoints;
+//! - [`inline`]: tasks given whole in a create request;
 //! - [`metrics`]: the counters behind `/metrics`;
 //! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
 //! - [`resume`]: at start, the sessions a killed server left.
 
 pub mod error;
 pub mod handlers;
+pub mod inline;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;

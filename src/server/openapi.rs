@@ -59,11 +59,19 @@ pub const SPEC: &str = r##"{
       "401": {"$ref": "#/components/responses/Error"}}}},
     "/v1/sessions": {"post": {"summary": "Create a session of a task",
       "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["task"], "additionalProperties": false, "properties": {
-        "task": {"type": "string", "description": "ENV/ID"},
-        "base_time": {"type": "string", "format": "date-time", "description": "RFC 3339; overrides the task's start time"}}}}}},
+        "task": {"oneOf": [
+          {"type": "string", "description": "ENV/ID"},
+          {"type": "object", "description": "An inline task: the keys of task.toml (prompt or turns, base_time, verifier) plus env, and optionally files, expected (expected.json) and grader (files of grader/)", "required": ["env"], "properties": {
+            "env": {"type": "string"}, "prompt": {"type": "string"}, "turns": {"type": "array", "items": {"type": "object", "properties": {"prompt": {"type": "string"}}}},
+            "base_time": {"type": "string"}, "verifier": {"type": "object"},
+            "files": {"type": "object", "additionalProperties": {"type": "string"}, "description": "relative path -> content, laid over the environment's files"},
+            "expected": {"type": "object", "description": "the task's expected.json"},
+            "grader": {"type": "object", "additionalProperties": {"type": "string"}, "description": "relative path -> content of the grader's files"}}}]},
+        "base_time": {"type": "string", "format": "date-time", "description": "RFC 3339; overrides the task's start time"},
+        "seed": {"type": "integer", "minimum": 0, "description": "exported to the session's commands, skills and grader as ENVCRAFT_SEED"}}}}}},
       "responses": {
         "201": {"description": "Created", "content": {"application/json": {"schema": {"type": "object", "properties": {
-          "session_id": {"type": "string"}, "task": {"type": "string"}, "prompt": {"type": "string"},
+          "session_id": {"type": "string"}, "task": {"type": "string", "description": "ENV/ID; ENV/inline-HASH for an inline task"}, "seed": {"type": "integer", "nullable": true}, "prompt": {"type": "string"},
           "docs": {"type": "string", "description": "the environment's docs.md, or empty"},
           "tools": {"type": "array", "description": "OpenAI function-calling tools", "items": {"type": "object"}},
           "action_index": {"type": "integer"}}}}}},

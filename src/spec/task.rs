@@ -315,6 +315,16 @@ impl TaskSpec {
         }
     }
 
+    /// Load the task in `dir` (anywhere, named as a task id) for the already loaded `env`:
+    /// tasks that do not live in their environment's `tasks/` (the server's inline tasks).
+    pub fn load_in_env(env: EnvSpec, dir: &Path) -> Result<TaskSpec, TaskError> {
+        let dir = std::fs::canonicalize(dir).map_err(|source| TaskError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        TaskSpec::load_in(env, dir)
+    }
+
     /// Load the task in the canonical directory `dir` of the already loaded `env`.
     fn load_in(env: EnvSpec, dir: PathBuf) -> Result<TaskSpec, TaskError> {
         let id = located::dir_name(&dir).unwrap_or_default();
