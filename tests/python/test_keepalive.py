@@ -291,3 +291,46 @@ def test_a_pickled_client_opens_its_own_connections(fake):
         assert (copy.url, copy.token, copy._pool.max_idle, len(copy._pool)) == (fake.url, "t", 3, 0)
         assert copy.health() == {"status": "ok"}
         copy.close()
+
+
+def test_sync_client_shared_by_threads_gives_each_its_own_connection_and_answer(fake):
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 4
+    barrier = threading.Barrier(n, timeout=BOUND)
+    fake.hold("/call", lambda: barrier.wait())
+
+    with envcraft.Client(fake.url, max_connections=n) as client:
+        sessions = [client.create("example/two-turns") for _ in range(n)]
+
+        def one(i):
+            return sessions[i].call("write", path="me.txt", content=f"thread {i}")["action_index"]
+
+        with ThreadPoolExecutor(n) as pool:
+            assert list(pool.map(one, range(n))) == [1] * n
+        fake.holds.clear()
+        for i, s in enumerate(sessions):
+            assert s.call("read", path="me.txt")["content"] == f"thread {i}"
+            s.close()
+    calls = [r for r in fake.requests if r.path.endswith("/call")]
+    assert len({r.peer for r in calls[:n]}) == n
+    assert fake.accepted == n, "the later requests reused the connections kept"
+
+
+def test_a_forked_child_opens_its_own_connection(fake):
+    import os
+
+    with envcraft.Client(fake.url) as client:
+        client.health()
+        pid = os.fork()
+        if pid == 0:  # the child: exit code 0 when its request succeeded
+            code = 1
+            try:
+                code = 0 if client.health() == {"status": "ok"} else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        client.health()
+    parent_port, child_port, parent_again = fake.peers()
+    assert child_port != parent_port and parent_again == parent_port
