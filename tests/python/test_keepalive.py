@@ -174,6 +174,7 @@ def test_get_the_server_hangs_up_on_is_sent_again_once(fake):
         with pytest.raises(envcraft.TransportError) as e:
             client.tasks()
         assert not isinstance(e.value, envcraft.AnswerLost)
+        assert "failed again on a new connection" in e.value.message
 
     async def main():
         fake.hang_up_after("/v1/tasks")

@@ -58,7 +58,7 @@ class AsyncClient:
         stays usable."""
         conns = self._pool.close()
         for conn in conns:
-            conn.abort()
+            conn.discard()
         if conns:
             await asyncio.sleep(0)  # the transports finish closing on the next loop turn
 
@@ -135,6 +135,8 @@ class AsyncClient:
                 if again and not fresh:
                     fresh = True
                     continue
+                if again:
+                    why = f"it failed again on a new connection ({why})"
                 cls = TransportError if req.method in _http1.IDEMPOTENT_METHODS else AnswerLost
                 raise cls("transport", f"{where}: {e.cause}; {why}") from None
             except BaseException:  # cancelled (timeout), a protocol error: the stream is unknown
@@ -151,7 +153,7 @@ class AsyncClient:
             for old in expired:
                 old.abort()
             for other in foreign:  # another process's or loop's: dropped, never used here
-                other.forget()
+                other.discard()
             if conn is None or conn.alive():
                 return conn
             conn.abort()
@@ -241,9 +243,9 @@ class _Connection:
         except RuntimeError:  # its event loop is closed: the transport closes when collected
             pass
 
-    def forget(self) -> None:
-        """Drops a connection of another process or event loop without using it: aborted by
-        its own loop while that one is open, else left to be collected."""
+    def discard(self) -> None:
+        """Closes the connection from any event loop or thread: aborted by its own loop while
+        that one is open, else left to be collected."""
         if self.loop.is_closed():
             return
         if self.loop is asyncio.get_running_loop():

@@ -168,6 +168,8 @@ class Client:
                 if again and not fresh:
                     fresh = True
                     continue
+                if again:
+                    why = f"it failed again on a new connection ({why})"
                 cls = TransportError if req.method in _http1.IDEMPOTENT_METHODS else AnswerLost
                 raise cls("transport", f"{where}: {e.cause}; {why}") from None
             except socket.timeout:
