@@ -9,6 +9,7 @@ Skip loudly: a test that needs something missing (the ``serve`` subcommand, ``ra
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Iterator, List, Optional
 
@@ -38,6 +40,23 @@ def require(ok: bool, why: str) -> None:
         pytest.fail(f"required but missing (ENVCRAFT_TEST_REQUIRE=all): {why}")
     print(f"skipping: {why}", file=sys.stderr)
     pytest.skip(why)
+
+
+@pytest.fixture
+def no_unclosed_connections() -> Iterator[None]:
+    """Fails the test when a socket or transport it opened was left for the garbage collector
+    (a client not closed, a connection leaked by the pool), whenever during the test or at
+    its end it was collected."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        yield
+        gc.collect()
+    unclosed = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, ResourceWarning) and ("socket" in str(w.message) or "transport" in str(w.message))
+    ]
+    assert not unclosed, f"left open: {unclosed}"
 
 
 @pytest.fixture

@@ -5,7 +5,11 @@ script (``python fake_server.py serve --listen HOST:PORT``), by the Ray pool tes
 server binary. Its one task ``example/two-turns`` passes when ``done.txt`` holds ``yes``.
 
 Tests steer it through ``FakeServer``: ``token`` (require a bearer token), ``inject`` (answer
-the next requests to a path with given errors), ``requests`` (every request seen).
+the next requests to a path with given errors), ``requests`` (every request seen, with the
+client's port: one port per connection), ``accepted`` (connections accepted),
+``hang_up_after`` (handle the next requests to a path, then close the connection without an
+answer), ``hold`` (hold the answers to a path at a barrier or event), ``close_idle`` (close
+every connection waiting for its next request, as a server ending idle keep-alives does).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class Seen:
     path: str
     headers: Dict[str, str]
     body: Any
+    peer: int = 0
 
 
 class FakeServer:
@@ -64,6 +69,14 @@ class FakeServer:
         self.requests: List[Seen] = []
         # path suffix -> errors to answer, in order: (status, category, retry_after or None)
         self.injected: Dict[str, List[Tuple[int, str, Optional[str]]]] = {}
+        # path suffix -> requests to handle and then answer by closing the connection
+        self.hang_ups: Dict[str, int] = {}
+        # path suffix -> called (in the handler's thread) before the request is handled
+        self.holds: Dict[str, Any] = {}
+        self.accepted = 0
+        self.open_connections: Dict[int, Any] = {}  # peer port -> socket, while open
+        self.idle_connections: set = set()  # peer ports waiting for their next request
+        self.changed = threading.Condition()
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer((host, 0), _handler_for(self))
         self.httpd.daemon_threads = True
@@ -79,21 +92,58 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def hang_up_after(self, suffix: str, times: int = 1) -> None:
+        with self.lock:
+            self.hang_ups[suffix] = self.hang_ups.get(suffix, 0) + times
+
+    def hold(self, suffix: str, wait: Any) -> None:
+        """``wait()`` runs before each request to ``suffix`` is handled (a barrier's or an
+        event's ``wait``, bounded by the caller)."""
+        self.holds[suffix] = wait
+
+    def peers(self, path: Optional[str] = None) -> List[int]:
+        """The client port of every request (to ``path``), in order."""
+        return [r.peer for r in self.requests if path is None or r.path == path]
+
+    def close_idle(self, bound: float = 10.0) -> int:
+        """Closes every connection waiting for its next request and waits (at most ``bound``
+        seconds) until their handlers are gone; returns how many it closed."""
+        import socket
+
+        with self.changed:
+            # A handler marks its connection idle just after writing an answer, maybe after
+            # the client read it: wait for every open connection to be idle.
+            if not self.changed.wait_for(lambda: set(self.open_connections) <= self.idle_connections, bound):
+                raise TimeoutError("connections still busy")
+            idle = [self.open_connections[p] for p in self.idle_connections if p in self.open_connections]
+            ports = set(self.idle_connections)
+            for sock in idle:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            if not self.changed.wait_for(lambda: not (ports & set(self.open_connections)), bound):
+                raise TimeoutError("idle connections still open")
+        return len(idle)
+
     def inject(self, suffix: str, status: int, category: str, retry_after: Optional[str] = None, times: int = 1) -> None:
         with self.lock:
             self.injected.setdefault(suffix, []).extend([(status, category, retry_after)] * times)
 
     # -- the contract ---------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, headers: Dict[str, str], raw: bytes) -> Tuple[int, Dict[str, str], Any]:
+    def handle(self, method: str, path: str, headers: Dict[str, str], raw: bytes, peer: int = 0) -> Tuple[int, Dict[str, str], Any]:
         body: Any = None
         if raw:
             try:
                 body = json.loads(raw)
             except ValueError:
                 return _err(400, "bad_request", "body is not JSON")
+        for suffix, wait in list(self.holds.items()):
+            if path.endswith(suffix):
+                wait()
         with self.lock:
-            self.requests.append(Seen(method, path, headers, body))
+            self.requests.append(Seen(method, path, headers, body, peer))
             for suffix, queue in self.injected.items():
                 if path.endswith(suffix) and queue:
                     status, category, retry_after = queue.pop(0)
@@ -173,11 +223,45 @@ def _handler_for(server: FakeServer) -> type:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self) -> None:
+            super().setup()
+            with server.changed:
+                server.accepted += 1
+                server.open_connections[self.client_address[1]] = self.connection
+                server.idle_connections.add(self.client_address[1])
+                server.changed.notify_all()
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                with server.changed:
+                    server.open_connections.pop(self.client_address[1], None)
+                    server.idle_connections.discard(self.client_address[1])
+                    server.changed.notify_all()
+
+        def handle_one_request(self) -> None:
+            with server.changed:
+                server.idle_connections.add(self.client_address[1])
+                server.changed.notify_all()
+            super().handle_one_request()
+
+        def parse_request(self) -> bool:
+            with server.changed:
+                server.idle_connections.discard(self.client_address[1])
+            return super().parse_request()
+
         def _any(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, extra, obj = server.handle(self.command, self.path, headers, raw)
+            status, extra, obj = server.handle(self.command, self.path, headers, raw, self.client_address[1])
+            with server.lock:
+                for suffix, left in server.hang_ups.items():
+                    if self.path.endswith(suffix) and left:
+                        server.hang_ups[suffix] = left - 1
+                        self.close_connection = True
+                        return
             data = json.dumps(obj).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -4,6 +4,8 @@ import pytest
 
 import envcraft
 
+pytestmark = pytest.mark.usefixtures("no_unclosed_connections")
+
 
 def no_sleep(waits):
     return waits.append

@@ -122,13 +122,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--base-time", help="RFC 3339 clock override")
     args = p.parse_args(argv)
 
-    client = envcraft.Client(args.envcraft_url, token=args.envcraft_token)
     chat = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature)
-    with client.create(args.task, base_time=args.base_time) as session:
-        print(f"session {session.id}: {args.task} ({len(session.tools)} tools)")
-        verdict = rollout(session, chat, args.max_steps)
-        for check in verdict.failed_checks:
-            print(f"failed check: {json.dumps(check)}")
+    # One kept-alive connection carries every call of the rollout; leaving the block closes it.
+    with envcraft.Client(args.envcraft_url, token=args.envcraft_token) as client:
+        with client.create(args.task, base_time=args.base_time) as session:
+            print(f"session {session.id}: {args.task} ({len(session.tools)} tools)")
+            verdict = rollout(session, chat, args.max_steps)
+            for check in verdict.failed_checks:
+                print(f"failed check: {json.dumps(check)}")
     print(f"reward {verdict.reward:.3f} passed {verdict.passed}")
     return 0
 

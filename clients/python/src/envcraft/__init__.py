@@ -2,12 +2,15 @@
 
 # Layout
 
-- ``client``: ``Client`` and ``Session``, synchronous (``urllib``).
+- ``client``: ``Client`` and ``Session``, synchronous (HTTP/1.1 over ``socket``).
 - ``aio``: ``AsyncClient`` and ``AsyncSession``, the asyncio twins (HTTP/1.1 over
   ``asyncio.open_connection``).
 - ``errors``: ``EnvcraftError`` and one subclass per server error category.
 - ``_wire``: the HTTP contract as pure functions (request plans, answer decoding, the retry
   policy), shared by both clients.
+- ``_http1``: HTTP/1.1 on persistent connections as pure code (request bytes, the answer
+  reader, when a request may be sent again, the bounded set of idle connections), shared by
+  both clients, which only do the I/O.
 - ``ray``: ``EnvcraftPool``, one server per Ray node (imports ``ray`` only when used).
 
 No runtime dependencies beyond the standard library.
@@ -17,6 +20,7 @@ from ._wire import RetryPolicy, Verdict
 from .aio import AsyncClient, AsyncSession
 from .client import Client, Session
 from .errors import (
+    AnswerLost,
     BadRequest,
     Draining,
     EnvcraftError,
@@ -59,5 +63,6 @@ __all__ = [
     "ServerTimeout",
     "InternalError",
     "TransportError",
+    "AnswerLost",
     "ProtocolError",
 ]

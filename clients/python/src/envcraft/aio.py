@@ -1,32 +1,35 @@
 """The asyncio twin of ``client``: ``AsyncClient`` and ``AsyncSession``, same methods, awaited.
 
-The HTTP/1.1 exchange is done here over ``asyncio.open_connection`` (standard library only):
-one connection per request, ``Connection: close``, the answer read by ``Content-Length``,
-chunked, or to end of stream. A fresh connection per request means a request is never resent
-on a connection the server may have dropped: a tool call is sent at most once unless the
-server said it did not run it (``lock_timeout``).
+HTTP/1.1 over ``asyncio.open_connection`` (standard library only) on persistent connections:
+a bounded set of idle ones per client (``max_connections``), each carrying one request at a
+time however many tasks send at once; the framing, the answer reader and the decision to
+resend come from ``_http1``. A request whose connection breaks is sent again only where
+``_http1.resend_decision`` allows (a stale idle connection, an idempotent request without
+answer): a tool call is never sent twice unless the server said it did not run it
+(``lock_timeout``). An ``AsyncClient`` belongs to the event loop it is used in: ``aclose()``
+(or ``async with``) before that loop ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type
-from urllib.parse import urlsplit
 
-from . import _wire
+from . import _http1, _wire
+from ._http1 import MAX_HEADER_LINE, MAX_RESPONSE_BYTES, Endpoint, FailedAt, IdleConnections
 from ._wire import RetryPolicy, SessionInfo, Verdict
-from .client import DEFAULT_TIMEOUT
-from .errors import EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
+from .client import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
+from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
 
-# An answer larger than this is not the server's (its biggest is a diff or a long tool result).
-MAX_RESPONSE_BYTES = 256 * 1024 * 1024
-MAX_HEADER_LINE = 64 * 1024
+__all__ = ["AsyncClient", "AsyncSession", "MAX_HEADER_LINE", "MAX_RESPONSE_BYTES"]
 
 
 class AsyncClient:
-    """A connection to one ``envcraft serve``, for asyncio code; see ``envcraft.Client``."""
+    """A connection to one ``envcraft serve``, for asyncio code; see ``envcraft.Client``
+    (same arguments; ``timeout`` bounds a whole request here)."""
 
     def __init__(
         self,
@@ -36,23 +39,39 @@ class AsyncClient:
         max_retries: int = 3,
         retry: Optional[RetryPolicy] = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.url = url.rstrip("/")
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self._scheme = parts.scheme
-        self._host = parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._prefix = parts.path.rstrip("/")
-        self._host_header = parts.netloc
+        self._endpoint = Endpoint.parse(self.url)
         self.token = token
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
         self._sleep = sleep
+        self._pool: IdleConnections[_Connection] = IdleConnections(max_connections, idle_timeout)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.url!r})"
+
+    async def aclose(self) -> None:
+        """Closes the idle connections (those at a request close when it ends); the client
+        stays usable."""
+        conns = self._pool.close()
+        for conn in conns:
+            conn.discard()
+        if conns:
+            await asyncio.sleep(0)  # the transports finish closing on the next loop turn
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
 
     async def health(self) -> Dict[str, Any]:
         return await self._send(_wire.healthz())
@@ -83,103 +102,159 @@ class AsyncClient:
 
     async def _send_once(self, req: _wire.Request) -> Dict[str, Any]:
         where = f"{req.method} {self.url}{req.path}"
-        try:
-            status, headers, body = await asyncio.wait_for(self._exchange(req), self.timeout)
-        except asyncio.TimeoutError:
-            raise TransportError("transport", f"{where}: no answer within {self.timeout}s") from None
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
-            raise TransportError("transport", f"{where}: {e}") from None
-        if not 200 <= status < 300:
-            raise error_from_response(status, body, headers)
-        return _wire.decode_json(status, body)
-
-    async def _exchange(self, req: _wire.Request) -> Tuple[int, Dict[str, str], bytes]:
-        ssl_ctx = ssl.create_default_context() if self._scheme == "https" else None
-        reader, writer = await asyncio.open_connection(
-            self._host, self._port, ssl=ssl_ctx, limit=MAX_HEADER_LINE
+        data = _http1.request_bytes(
+            self._endpoint, req.method, req.path, _wire.headers_for(req, self.token), req.encoded_body()
         )
         try:
-            writer.write(self._request_bytes(req))
-            await writer.drain()
-            return await _read_response(reader)
-        finally:
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (OSError, ssl.SSLError):
-                pass
+            response = await asyncio.wait_for(self._exchange(req, data, where), self.timeout)
+        except asyncio.TimeoutError:
+            raise TransportError("transport", f"{where}: no answer within {self.timeout}s") from None
+        except (OSError, asyncio.LimitOverrunError) as e:
+            raise TransportError("transport", f"{where}: {e}") from None
+        if not 200 <= response.status < 300:
+            raise error_from_response(response.status, response.body, response.headers)
+        return _wire.decode_json(response.status, response.body)
 
-    def _request_bytes(self, req: _wire.Request) -> bytes:
-        body = req.encoded_body()
-        headers = _wire.headers_for(req, self.token)
-        headers["Host"] = self._host_header
-        headers["Connection"] = "close"
-        if body is not None or req.method in ("POST", "PUT"):
-            headers["Content-Length"] = str(len(body or b""))
-        head = f"{req.method} {self._prefix}{req.path} HTTP/1.1\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        return (head + "\r\n").encode("latin-1") + (body or b"")
-
-
-async def _read_response(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str], bytes]:
-    """Reads one HTTP/1.1 answer: (status, lower-cased headers, body)."""
-    while True:
-        status_line = (await reader.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
-        parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ProtocolError("protocol", f"bad status line {status_line[:80]!r}")
-        status = int(parts[1])
-        headers: Dict[str, str] = {}
+    async def _exchange(self, req: _wire.Request, data: bytes, where: str) -> _http1.Response:
+        """Sends ``data`` on an idle connection (or a new one) and reads the answer; when the
+        connection breaks where ``resend_decision`` allows, once more on a new connection.
+        A connection leaves this function either back in the idle set after a whole answer,
+        or closed: a cancelled or failed exchange never leaves one half-read for the next."""
+        fresh = False
         while True:
-            line = (await reader.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
-            if not line:
-                break
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ProtocolError("protocol", f"bad header line {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
-            continue
-        break
-    if status in (204, 304):
-        return status, headers, b""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, headers, await _read_chunked(reader)
-    if "content-length" in headers:
-        try:
-            length = int(headers["content-length"])
-        except ValueError:
-            raise ProtocolError("protocol", "bad Content-Length") from None
-        if length < 0 or length > MAX_RESPONSE_BYTES:
-            raise ProtocolError("protocol", f"answer of {length} bytes refused")
-        return status, headers, await reader.readexactly(length)
-    body = await reader.read(MAX_RESPONSE_BYTES + 1)
-    rest = body
-    while rest and len(body) <= MAX_RESPONSE_BYTES:
-        rest = await reader.read(MAX_RESPONSE_BYTES + 1 - len(body))
-        body += rest
-    if len(body) > MAX_RESPONSE_BYTES:
-        raise ProtocolError("protocol", "answer too large")
-    return status, headers, body
+            owner = (os.getpid(), asyncio.get_running_loop())
+            conn = None if fresh else self._idle_connection(owner)
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect()
+            try:
+                response = await conn.exchange(data, req.method)
+            except _Broken as e:
+                conn.abort()
+                again, why = _http1.resend_decision(req.method, reused, e.failed_at)
+                if again and not fresh:
+                    fresh = True
+                    continue
+                if again:
+                    why = f"it failed again on a new connection ({why})"
+                cls = TransportError if req.method in _http1.IDEMPOTENT_METHODS else AnswerLost
+                raise cls("transport", f"{where}: {e.cause}; {why}") from None
+            except BaseException:  # cancelled (timeout), a protocol error: the stream is unknown
+                conn.abort()
+                raise
+            if not (response.reusable and self._pool.give_back(conn, owner, conn.generation)):
+                conn.close()
+            return response
+
+    def _idle_connection(self, owner: Tuple[int, asyncio.AbstractEventLoop]) -> Optional["_Connection"]:
+        # No await here: taking a connection is atomic for the event loop.
+        while True:
+            conn, expired, foreign = self._pool.take(owner)
+            for old in expired:
+                old.abort()
+            for other in foreign:  # another process's or loop's: dropped, never used here
+                other.discard()
+            if conn is None or conn.alive():
+                return conn
+            conn.abort()
+
+    async def _connect(self) -> "_Connection":
+        generation = self._pool.generation
+        ssl_ctx = ssl.create_default_context() if self._endpoint.scheme == "https" else None
+        reader, writer = await asyncio.open_connection(
+            self._endpoint.host, self._endpoint.port, ssl=ssl_ctx, limit=MAX_HEADER_LINE
+        )
+        return _Connection(reader, writer, generation)
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    body = bytearray()
-    while True:
-        size_line = (await reader.readuntil(b"\r\n")).decode("latin-1").strip()
+class _Broken(Exception):
+    """The connection failed at ``failed_at`` (``cause`` says how)."""
+
+    def __init__(self, failed_at: FailedAt, cause: str) -> None:
+        super().__init__(cause)
+        self.failed_at = failed_at
+        self.cause = cause
+
+
+class _Connection:
+    """One stream pair, used by one request at a time."""
+
+    __slots__ = ("reader", "writer", "generation", "loop")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, generation: int) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.generation = generation
+        self.loop = asyncio.get_running_loop()
+
+    def alive(self) -> bool:
+        """The idle connection was not closed by the server, and nothing waits to be read."""
+        if self.writer.transport.is_closing() or self.reader.at_eof() or self.reader.exception():
+            return False
+        sock = self.writer.get_extra_info("socket")
+        return sock is not None and not _http1.readable_now(sock.fileno())
+
+    async def exchange(self, data: bytes, method: str) -> _http1.Response:
         try:
-            size = int(size_line.split(";", 1)[0], 16)
-        except ValueError:
-            raise ProtocolError("protocol", f"bad chunk size {size_line[:40]!r}") from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return bytes(body)
-        if len(body) + size > MAX_RESPONSE_BYTES:
+            self.writer.write(data)
+            await self.writer.drain()
+        except (OSError, RuntimeError) as e:  # reset, or a transport already closed
+            raise _Broken(FailedAt.WRITING, f"sending failed ({e})") from None
+        reader = _http1.read_response(method)
+        need = next(reader)
+        received = False
+        while True:
+            try:
+                chunk = await self._read(need)
+            except asyncio.IncompleteReadError as e:
+                at = FailedAt.ANSWERING if received or e.partial else FailedAt.NO_ANSWER
+                raise _Broken(at, "the server closed the connection") from None
+            except OSError as e:
+                at = FailedAt.ANSWERING if received else FailedAt.NO_ANSWER
+                raise _Broken(at, str(e) or type(e).__name__) from None
+            received = True
+            try:
+                need = reader.send(chunk)
+            except StopIteration as done:
+                response: _http1.Response = done.value
+                return response
+
+    async def _read(self, need: _http1.Need) -> bytes:
+        if isinstance(need, _http1.Line):
+            return await self.reader.readuntil(b"\r\n")
+        if isinstance(need, _http1.Exactly):
+            return await self.reader.readexactly(need.n)
+        body = await self.reader.read(need.limit + 1)
+        rest = body
+        while rest and len(body) <= need.limit:
+            rest = await self.reader.read(need.limit + 1 - len(body))
+            body += rest
+        if len(body) > need.limit:
             raise ProtocolError("protocol", "answer too large")
-        body += await reader.readexactly(size)
-        if await reader.readexactly(2) != b"\r\n":
-            raise ProtocolError("protocol", "chunk not followed by CRLF")
+        return body
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def abort(self) -> None:
+        """Closes at once, dropping anything unsent or unread."""
+        try:
+            self.writer.transport.abort()
+        except RuntimeError:  # its event loop is closed: the transport closes when collected
+            pass
+
+    def discard(self) -> None:
+        """Closes the connection from any event loop or thread: aborted by its own loop while
+        that one is open, else left to be collected."""
+        if self.loop.is_closed():
+            return
+        if self.loop is asyncio.get_running_loop():
+            self.abort()
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.abort)
+        except RuntimeError:  # closed meanwhile
+            pass
 
 
 class AsyncSession:

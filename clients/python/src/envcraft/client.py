@@ -1,39 +1,48 @@
 """The synchronous client: ``Client`` talks to one server, ``Session`` is one live session.
 
-Standard library only (``urllib.request``); every request is sent as the plan from
-``_wire`` says and retried under ``RetryPolicy``.
+Standard library only: HTTP/1.1 over ``socket`` on persistent connections, a bounded set of
+idle ones per client (``max_connections``) reused across requests and threads; the framing,
+the answer reader and the decision to resend come from ``_http1``, the requests from
+``_wire``, and every request is retried under ``RetryPolicy``.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import ssl
 import time
-import urllib.error
-import urllib.request
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Type
 
-from . import _wire
+from . import _http1, _wire
+from ._http1 import Endpoint, FailedAt, IdleConnections
 from ._wire import RetryPolicy, SessionInfo, Verdict
-from .errors import EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
+from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
 
 # Above the server's own request deadline (`--request-timeout`, 300 s by default), so its 504
 # arrives before the client gives up.
 DEFAULT_TIMEOUT = 330.0
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # A redirect would resend a POST (a tool call) somewhere else; the server never sends one.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+# Idle keep-alive connections a client keeps for its next requests (more concurrent requests
+# still go, on connections closed after their answer).
+DEFAULT_MAX_CONNECTIONS = 64
+# A connection idle for longer is closed rather than reused: the server keeps idle
+# connections open, but a NAT or firewall on the way may forget them silently, and a request
+# written into such a connection would wait for its whole timeout.
+DEFAULT_IDLE_TIMEOUT = 30.0
 
 
 class Client:
     """A connection to one ``envcraft serve``.
 
     ``url`` is the server's base URL (``http://127.0.0.1:8080``), ``token`` the bearer token
-    when the server requires one, ``timeout`` the seconds one request may take (a tool call
-    runs a command: keep it above the policy's wall-clock limit), ``max_retries`` how often a
-    ``lock_timeout`` or ``too_many_sessions`` answer is retried (honouring ``Retry-After``).
+    when the server requires one, ``timeout`` the seconds one connect or read may take (a tool
+    call runs a command: keep it above the policy's wall-clock limit), ``max_retries`` how
+    often a ``lock_timeout`` or ``too_many_sessions`` answer is retried (honouring
+    ``Retry-After``), ``max_connections`` how many idle keep-alive connections are kept for
+    reuse (0: a new connection per request), ``idle_timeout`` the seconds after which an idle
+    one is closed instead. ``close()`` (or ``with``) closes the idle connections; the client
+    stays usable. Safe to share between threads; a forked child opens its own connections.
     """
 
     def __init__(
@@ -44,18 +53,58 @@ class Client:
         max_retries: int = 3,
         retry: Optional[RetryPolicy] = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.url = url.rstrip("/")
+        self._endpoint = Endpoint.parse(self.url)
         self.token = token
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
         self._sleep = sleep
-        # No proxies from the environment: the server is on this host or this cluster's
-        # network, and the async client (which knows no proxies) must reach the same place.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+        self._pool: IdleConnections[_Connection] = IdleConnections(max_connections, idle_timeout)
+        self._ssl = ssl.create_default_context() if self._endpoint.scheme == "https" else None
+        # No proxies from the environment, no redirects: the server is on this host or this
+        # cluster's network, and a redirect would resend a tool call somewhere else.
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
+
+    def close(self) -> None:
+        """Closes the idle connections (those at a request close when it ends)."""
+        for conn in self._pool.close():
+            conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Idle sockets go with the client, without an "unclosed socket" warning.
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Pickled (to a Ray task, say) without its connections: the copy opens its own.
+        state = dict(self.__dict__)
+        del state["_pool"], state["_ssl"]
+        state["_pool_config"] = (self._pool.max_idle, self._pool.idle_timeout)
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        max_idle, idle_timeout = state.pop("_pool_config")
+        self.__dict__.update(state)
+        self._pool = IdleConnections(max_idle, idle_timeout)
+        self._ssl = ssl.create_default_context() if self._endpoint.scheme == "https" else None
 
     # -- the endpoints ------------------------------------------------------------------
 
@@ -92,27 +141,168 @@ class Client:
             attempt += 1
 
     def _send_once(self, req: _wire.Request) -> Dict[str, Any]:
-        http_req = urllib.request.Request(
-            self.url + req.path,
-            data=req.encoded_body(),
-            headers=_wire.headers_for(req, self.token),
-            method=req.method,
+        data = _http1.request_bytes(
+            self._endpoint, req.method, req.path, _wire.headers_for(req, self.token), req.encoded_body()
         )
+        response = self._exchange(req, data)
+        if not 200 <= response.status < 300:
+            raise error_from_response(response.status, response.body, response.headers)
+        return _wire.decode_json(response.status, response.body)
+
+    def _exchange(self, req: _wire.Request, data: bytes) -> _http1.Response:
+        """Sends ``data`` on an idle connection (or a new one) and reads the answer; when the
+        connection breaks where ``resend_decision`` allows, once more on a new connection."""
+        where = f"{req.method} {self.url}{req.path}"
+        fresh = False
+        while True:
+            owner = os.getpid()
+            conn = None if fresh else self._idle_connection(owner)
+            reused = conn is not None
+            if conn is None:
+                conn = self._connect(where)
+            try:
+                response = conn.exchange(data, req.method)
+            except _Broken as e:
+                conn.close()
+                again, why = _http1.resend_decision(req.method, reused, e.failed_at)
+                if again and not fresh:
+                    fresh = True
+                    continue
+                if again:
+                    why = f"it failed again on a new connection ({why})"
+                cls = TransportError if req.method in _http1.IDEMPOTENT_METHODS else AnswerLost
+                raise cls("transport", f"{where}: {e.cause}; {why}") from None
+            except socket.timeout:
+                conn.close()
+                raise TransportError("transport", f"{where}: no answer within {self.timeout}s") from None
+            except BaseException:
+                conn.close()
+                raise
+            if not (response.reusable and self._pool.give_back(conn, owner, conn.generation)):
+                conn.close()
+            return response
+
+    def _idle_connection(self, owner: int) -> Optional["_Connection"]:
+        while True:
+            conn, expired, foreign = self._pool.take(owner)
+            for old in expired:
+                old.close()
+            for other in foreign:  # a fork's parent's: closing our copy leaves its own open
+                other.close()
+            if conn is None or conn.alive():
+                return conn
+            conn.close()  # closed by the server while idle (or it sent what nobody asked for)
+
+    def _connect(self, where: str) -> "_Connection":
+        generation = self._pool.generation
         try:
-            with self._opener.open(http_req, timeout=self.timeout) as resp:
-                status = resp.status
-                body = resp.read()
-        except urllib.error.HTTPError as e:
-            body = e.read() if e.fp is not None else b""
-            headers = {k.lower(): v for k, v in e.headers.items()} if e.headers else {}
-            raise error_from_response(e.code, body, headers) from None
-        except urllib.error.URLError as e:
-            raise TransportError("transport", f"{req.method} {self.url}{req.path}: {e.reason}") from None
-        except (OSError, ValueError) as e:  # timeouts, resets mid-body, http.client errors
-            raise TransportError("transport", f"{req.method} {self.url}{req.path}: {e}") from None
-        if not 200 <= status < 300:
-            raise ProtocolError("protocol", f"unexpected HTTP {status}", status)
-        return _wire.decode_json(status, body)
+            sock = socket.create_connection((self._endpoint.host, self._endpoint.port), self.timeout)
+        except OSError as e:
+            raise TransportError("transport", f"{where}: {e}") from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_hostname=self._endpoint.host)
+        except OSError as e:
+            sock.close()
+            raise TransportError("transport", f"{where}: {e}") from None
+        return _Connection(sock, generation)
+
+
+class _Broken(Exception):
+    """The connection failed at ``failed_at`` (``cause`` says how)."""
+
+    def __init__(self, failed_at: FailedAt, cause: str) -> None:
+        super().__init__(cause)
+        self.failed_at = failed_at
+        self.cause = cause
+
+
+class _Connection:
+    """One socket with its read buffer, used by one request at a time."""
+
+    __slots__ = ("sock", "buf", "generation")
+
+    def __init__(self, sock: socket.socket, generation: int) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.generation = generation
+
+    def alive(self) -> bool:
+        """Nothing waits to be read on the idle connection: no end of stream, no stray bytes."""
+        return not self.buf and not _http1.readable_now(self.sock.fileno())
+
+    def exchange(self, data: bytes, method: str) -> _http1.Response:
+        try:
+            self.sock.sendall(data)
+        except socket.timeout:
+            raise
+        except OSError as e:
+            raise _Broken(FailedAt.WRITING, f"sending failed ({e})") from None
+        reader = _http1.read_response(method)
+        need = next(reader)
+        received = False
+        while True:
+            try:
+                chunk = self._read(need)
+            except socket.timeout:
+                raise
+            except (OSError, _EndOfStream) as e:
+                at = FailedAt.ANSWERING if received or self.buf else FailedAt.NO_ANSWER
+                cause = "the server closed the connection" if isinstance(e, _EndOfStream) else str(e)
+                raise _Broken(at, cause) from None
+            received = True
+            try:
+                need = reader.send(chunk)
+            except StopIteration as done:
+                response: _http1.Response = done.value
+                return response
+
+    def _read(self, need: _http1.Need) -> bytes:
+        buf = self.buf
+        if isinstance(need, _http1.Line):
+            start = 0
+            while True:
+                end = buf.find(b"\n", start)
+                if end >= 0:
+                    line = bytes(buf[: end + 1])
+                    del buf[: end + 1]
+                    return line
+                if len(buf) > _http1.MAX_HEADER_LINE:
+                    raise ProtocolError("protocol", "header line too long")
+                start = len(buf)
+                self._fill()
+        if isinstance(need, _http1.Exactly):
+            while len(buf) < need.n:
+                self._fill()
+            out = bytes(buf[: need.n])
+            del buf[: need.n]
+            return out
+        while True:  # UntilEof
+            if len(buf) > need.limit:
+                raise ProtocolError("protocol", "answer too large")
+            try:
+                self._fill()
+            except _EndOfStream:
+                out = bytes(buf)
+                buf.clear()
+                return out
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise _EndOfStream()
+        self.buf += data
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class _EndOfStream(Exception):
+    """The server closed the connection."""
 
 
 class Session:

@@ -27,6 +27,7 @@ __all__ = [
     "ServerTimeout",
     "InternalError",
     "TransportError",
+    "AnswerLost",
     "ProtocolError",
     "CATEGORY_ERRORS",
     "error_from_response",
@@ -110,6 +111,13 @@ class InternalError(EnvcraftError):
 
 class TransportError(EnvcraftError):
     """The request did not get an answer: connection refused or reset, client timeout."""
+
+
+class AnswerLost(TransportError):
+    """The connection ended after a non-idempotent request (a POST: a tool call, a new
+    session, a turn, a fork) was sent and before its answer: the server may have run it, so
+    the client did not send it again. Whether it ran is for the caller to find out (a tool
+    call shows in the session's ``action_index`` and ``diff``)."""
 
 
 class ProtocolError(EnvcraftError):

@@ -220,8 +220,11 @@ class EnvcraftPool:
         raise last
 
     def close(self) -> None:
+        """Closes the clients' idle connections and stops the servers."""
         import ray
 
+        for client in getattr(self, "clients", []) + getattr(self, "_create_clients", []):
+            client.close()
         for actor in getattr(self, "_actors", []):
             try:
                 ray.get(actor.stop.remote())
