@@ -8,6 +8,7 @@ use clap::Parser;
 static ALLOCATOR: envcraft::sys::CloneSafeAlloc = envcraft::sys::CloneSafeAlloc;
 
 fn main() {
+    envcraft::sys::keep_freed_heap(32 << 20);
     let cli = envcraft::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("ENVCRAFT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

@@ -81,6 +81,19 @@ unsafe impl GlobalAlloc for CloneSafeAlloc {
     }
 }
 
+/// Keep freed heap memory instead of handing it back to the kernel at every free of a large
+/// block: each tool call allocates and frees some tens of KiB (file contents, JSON), and with
+/// glibc's default (trim past 128 KiB at the top of the heap) every call paid to fault those
+/// pages in again. At most `keep` bytes of free memory stay at the top of the heap.
+pub fn keep_freed_heap(keep: usize) {
+    let keep = libc::c_int::try_from(keep).unwrap_or(libc::c_int::MAX);
+    // SAFETY: mallopt only sets allocator parameters; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, keep);
+        libc::mallopt(libc::M_TOP_PAD, 1 << 20);
+    }
+}
+
 /// Close the allocation gate (one cloner at a time) and wait for allocations in flight.
 fn pause_allocations() {
     while CLONING

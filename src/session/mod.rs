@@ -220,12 +220,12 @@ impl Session {
             seed: options.seed,
             origin: options.origin.clone(),
         };
-        let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
+        let session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
         if let Some(prompt) = task.turns.first() {
             let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
             session
                 .dir
-                .append_line("transcript.jsonl", line.to_string().as_bytes())?;
+                .append_transcript(format!("{line}\n").as_bytes())?;
         }
         Ok(session)
     }
@@ -312,16 +312,15 @@ impl Session {
             Some(self.enforced.clone()),
             None,
         )?;
-        let transcript = self.dir.path.join("transcript.jsonl");
-        if transcript.exists() {
-            let bytes = std::fs::read(&transcript).map_err(|source| {
-                SessionError::Store(StoreError::Write {
-                    path: transcript.clone(),
-                    source,
-                })
-            })?;
-            fork.dir.write_atomic("transcript.jsonl", &bytes)?;
-        }
+        let transcript = self.dir.path.join(store::TRANSCRIPT);
+        let bytes = std::fs::read(&transcript).map_err(|source| {
+            SessionError::Store(StoreError::Write {
+                path: transcript.clone(),
+                source,
+            })
+        })?;
+        fork.dir.append_transcript(&bytes)?;
+        fork.dir.sync_transcript()?;
         Ok(fork)
     }
 
@@ -368,8 +367,7 @@ impl Session {
             &prompt,
             &rfc3339(self.parts.clock.unix_at(self.action_index)),
         );
-        self.dir
-            .append_line("transcript.jsonl", line.to_string().as_bytes())?;
+        self.dir.append_transcript(format!("{line}\n").as_bytes())?;
         self.save()?;
         Ok(Some(prompt))
     }
@@ -393,6 +391,7 @@ impl Session {
             enforced: &self.enforced,
         };
         let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
+        self.dir.sync_transcript()?;
         self.dir.write_atomic("state.json", &bytes)?;
         Ok(())
     }
@@ -444,22 +443,18 @@ impl Session {
             }
         };
         self.action_index += 1;
-        let mut json = result.to_json();
+        let is_error = !result.is_ok();
+        let mut json = result.into_json();
         if let Value::Object(map) = &mut json {
             map.insert("action_index".into(), json!(index));
         }
-        let is_error = !result.is_ok();
         // Both lines in one append: a reader never sees a call without its result.
-        let lines = format!(
-            "{}\n{}",
-            transcript::tool_call(index, tool, args, &stamp),
-            transcript::tool_result(index, tool, &json, is_error, &stamp)
-        );
-        if let Err(e) = self.dir.append_line("transcript.jsonl", lines.as_bytes()) {
+        let lines = transcript::call_lines(index, tool, args, &json, is_error, &stamp);
+        if let Err(e) = self.dir.append_transcript(&lines) {
             tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
         }
         // state.json is rewritten at turns and forks, not per call: the transcript (appended
-        // and flushed per call) is the record of every call and of the action index.
+        // per call) is the record of every call and of the action index.
         json
     }
 

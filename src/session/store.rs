@@ -1,13 +1,15 @@
 //! A session's directory on disk: its state written atomically (temp file, fsync, rename) under
-//! a file lock taken with a bounded wait, and its transcript appended line by line.
+//! a file lock taken with a bounded wait, and its transcript appended call by call.
+//!
+//! A transcript append is one `write` to a file kept open, not flushed to disk: a killed
+//! process loses nothing written (the page cache keeps it); a machine that loses power loses
+//! the sandboxes too, whose changes live in memory.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use nix::fcntl::{Flock, FlockArg};
 
 /// Why the session directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -34,14 +36,23 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 pub struct SessionDir {
     pub path: PathBuf,
     lock_file: File,
-    appends: std::collections::BTreeMap<String, File>,
+    transcript: File,
     /// Keeps the directory marked as alive (see `sandbox::stale`).
     _owner: Option<crate::sandbox::stale::OwnerMark>,
 }
 
+/// The transcript's file name in a session directory.
+pub const TRANSCRIPT: &str = "transcript.jsonl";
+
 /// A held session lock; released on drop.
-pub struct SessionLock {
-    _lock: Flock<File>,
+pub struct SessionLock<'a> {
+    file: &'a File,
+}
+
+impl Drop for SessionLock<'_> {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 impl SessionDir {
@@ -60,27 +71,30 @@ impl SessionDir {
             .write(true)
             .open(&lock_path)
             .map_err(write_err(&lock_path))?;
+        let transcript = open_append(&path.join(TRANSCRIPT))?;
         Ok(SessionDir {
             path,
             lock_file,
-            appends: Default::default(),
+            transcript,
             _owner: Some(owner),
         })
     }
 
     /// Take the session's lock, waiting at most `wait`. The lock is the session's across
     /// processes (an flock on its lock file); within one process `&mut` access serializes.
-    pub fn lock(&self, wait: Duration) -> Result<SessionLock, StoreError> {
-        let path = self.path.join("lock");
+    pub fn lock(&self, wait: Duration) -> Result<SessionLock<'_>, StoreError> {
         let deadline = Instant::now() + wait;
         loop {
-            let file = self.lock_file.try_clone().map_err(write_err(&path))?;
-            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                Ok(lock) => return Ok(SessionLock { _lock: lock }),
-                Err((_, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+            match self.lock_file.try_lock() {
+                Ok(()) => {
+                    return Ok(SessionLock {
+                        file: &self.lock_file,
+                    });
+                }
+                Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                Err(fs::TryLockError::WouldBlock) => {
                     let id = self
                         .path
                         .file_name()
@@ -88,7 +102,9 @@ impl SessionDir {
                         .unwrap_or_default();
                     return Err(StoreError::LockTimeout(id));
                 }
-                Err((_, e)) => return Err(write_err(&path)(e.into())),
+                Err(fs::TryLockError::Error(e)) => {
+                    return Err(write_err(&self.path.join("lock"))(e));
+                }
             }
         }
     }
@@ -109,32 +125,33 @@ impl SessionDir {
         Ok(())
     }
 
-    /// Append one line to `name` (kept open) and flush it to disk.
-    pub fn append_line(&mut self, name: &str, line: &[u8]) -> Result<(), StoreError> {
-        let path = self.path.join(name);
-        if !self.appends.contains_key(name) {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(write_err(&path))?;
-            self.appends.insert(name.to_string(), file);
-        }
-        let Some(file) = self.appends.get_mut(name) else {
-            return Ok(());
-        };
-        let mut buf = Vec::with_capacity(line.len() + 1);
-        buf.extend_from_slice(line);
-        buf.push(b'\n');
-        file.write_all(&buf).map_err(write_err(&path))?;
-        file.sync_data().map_err(write_err(&path))?;
-        Ok(())
+    /// Append `lines` (each ending in a newline) to the transcript in one write: a reader
+    /// never sees part of them, nor a call without its result.
+    pub fn append_transcript(&self, lines: &[u8]) -> Result<(), StoreError> {
+        (&self.transcript)
+            .write_all(lines)
+            .map_err(write_err(&self.path.join(TRANSCRIPT)))
+    }
+
+    /// Flush the transcript to disk (at turns and forks, with the state).
+    pub fn sync_transcript(&self) -> Result<(), StoreError> {
+        self.transcript
+            .sync_data()
+            .map_err(write_err(&self.path.join(TRANSCRIPT)))
     }
 
     /// Remove the directory and everything in it.
     pub fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
     }
+}
+
+fn open_append(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(write_err(path))
 }
 
 #[cfg(test)]
@@ -164,7 +181,7 @@ mod tests {
                 .write(true)
                 .open(dir.path.join("lock"))
                 .unwrap(),
-            appends: Default::default(),
+            transcript: open_append(&dir.path.join(TRANSCRIPT)).unwrap(),
             _owner: None,
         };
         let other = other_dir.lock(Duration::from_millis(30));
@@ -176,12 +193,12 @@ mod tests {
     #[test]
     fn lines_are_appended_in_order() {
         let root = tempfile::tempdir().unwrap();
-        let mut dir = SessionDir::create(root.path(), "s3").unwrap();
-        dir.append_line("t.jsonl", b"1").unwrap();
-        dir.append_line("t.jsonl", b"2").unwrap();
+        let dir = SessionDir::create(root.path(), "s3").unwrap();
+        dir.append_transcript(b"1\n").unwrap();
+        dir.append_transcript(b"2\n3\n").unwrap();
         assert_eq!(
-            fs::read_to_string(dir.path.join("t.jsonl")).unwrap(),
-            "1\n2\n"
+            fs::read_to_string(dir.path.join(TRANSCRIPT)).unwrap(),
+            "1\n2\n3\n"
         );
     }
 }

@@ -53,6 +53,26 @@ pub fn tool_result(
     })
 }
 
+/// The call `index` and its result as two lines, ready to append.
+pub fn call_lines(
+    index: u64,
+    tool: &str,
+    arguments: &Value,
+    result: &Value,
+    is_error: bool,
+    timestamp: &str,
+) -> Vec<u8> {
+    let call = tool_call(index, tool, arguments, timestamp);
+    let result = tool_result(index, tool, result, is_error, timestamp);
+    let mut out = Vec::with_capacity(256);
+    for line in [call, result] {
+        // Writing a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &line);
+        out.push(b'\n');
+    }
+    out
+}
+
 fn call_id(index: u64) -> String {
     format!("call_{index}")
 }

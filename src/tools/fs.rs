@@ -352,7 +352,8 @@ fn open_at(
     Err(last)
 }
 
-/// A directory of the workspace, as a readable descriptor.
+/// A directory of the workspace, as a readable descriptor of its own (not a duplicate of the
+/// root's: a duplicate would share the root's directory offset with every reader).
 fn open_dir(root: &WorkspaceRoot, rel: &Path) -> Result<OwnedFd, Errno> {
     open_at(
         root.dir(),
@@ -384,6 +385,8 @@ struct Located {
     name: OsString,
     /// The workspace-relative path it was found at (after following symbolic links).
     rel: PathBuf,
+    /// What the name was when it was located (known when links were followed).
+    stat: Option<FileStat>,
 }
 
 /// Find the directory and name of `rel`, following symbolic links in the last component when
@@ -393,10 +396,12 @@ fn locate(root: &WorkspaceRoot, rel: &Path, follow: bool) -> Result<Located, FsE
     for _ in 0..=MAX_SYMLINK_HOPS {
         let (parent, name) = split_last(&rel).ok_or(Errno::EISDIR)?;
         let dir = open_dir(root, &parent)?;
-        if follow
-            && let Ok(st) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            && kind(&st) == SFlag::S_IFLNK
-        {
+        let stat = if follow {
+            fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()
+        } else {
+            None
+        };
+        if stat.is_some_and(|st| kind(&st) == SFlag::S_IFLNK) {
             let target = readlinkat(&dir, name.as_os_str())?;
             if Path::new(&target).is_absolute() {
                 return Err(FsError::AbsoluteLink);
@@ -404,7 +409,12 @@ fn locate(root: &WorkspaceRoot, rel: &Path, follow: bool) -> Result<Located, FsE
             rel = parent.join(target);
             continue;
         }
-        return Ok(Located { dir, name, rel });
+        return Ok(Located {
+            dir,
+            name,
+            rel,
+            stat,
+        });
     }
     Err(FsError::Os(Errno::ELOOP))
 }
@@ -412,7 +422,10 @@ fn locate(root: &WorkspaceRoot, rel: &Path, follow: bool) -> Result<Located, FsE
 /// Open a located regular file for reading: never a symbolic link, never a FIFO's blocking open
 /// nor a device's (the type is checked before opening, and again on what was opened).
 fn open_regular(loc: &Located) -> Result<(File, FileStat), FsError> {
-    let before = fstatat(&loc.dir, loc.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    let before = match loc.stat {
+        Some(st) => st,
+        None => fstatat(&loc.dir, loc.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?,
+    };
     match kind(&before) {
         SFlag::S_IFREG => {}
         SFlag::S_IFDIR => return Err(FsError::Os(Errno::EISDIR)),
@@ -458,9 +471,7 @@ fn load(
     if st.st_size as u64 > MAX_FILE_BYTES {
         return Err(too_large(st.st_size as u64));
     }
-    let mut content = Vec::with_capacity(st.st_size.max(0) as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut content)
+    let content = read_all(file, st.st_size.max(0) as usize)
         .map_err(|e| fs_error(FsError::Os(errno(e)), &path.raw, Access::Read))?;
     if content.len() as u64 > MAX_FILE_BYTES {
         return Err(too_large(content.len() as u64));
@@ -744,6 +755,28 @@ fn too_large_to_write(path: &str, len: usize) -> ToolError {
 
 // ---------------------------------------------------------------------------------------------
 // The tools
+
+/// A regular file's content, at most [`MAX_FILE_BYTES`] + 1 bytes, for a file `size` bytes
+/// long when it was opened: one `read` into room for one byte more, and more reads only if
+/// that filled it (the file grew); a short read of a regular file is its end.
+fn read_all(mut file: File, size: usize) -> io::Result<Vec<u8>> {
+    let limit = MAX_FILE_BYTES as usize + 1;
+    let mut content = vec![0u8; size.saturating_add(1).min(limit)];
+    let mut len = 0;
+    loop {
+        let n = match file.read(&mut content[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        len += n;
+        if n == 0 || len < content.len() || len >= limit {
+            content.truncate(len);
+            return Ok(content);
+        }
+        content.resize(content.len().saturating_mul(2).min(limit), 0);
+    }
+}
 
 fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
     let a = Args::new("read", args)?;

@@ -188,6 +188,17 @@ impl ToolResult {
         }
     }
 
+    /// The result as the JSON value the agent receives, its fields moved.
+    pub fn into_json(self) -> Value {
+        match self {
+            ToolResult::Ok(mut fields) => {
+                fields.insert("ok".to_owned(), Value::Bool(true));
+                Value::Object(fields)
+            }
+            err => err.to_json(),
+        }
+    }
+
     /// The result as the JSON value the agent receives.
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();
