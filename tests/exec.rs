@@ -381,6 +381,29 @@ fn no_state_directory_is_left_behind() {
 }
 
 #[test]
+fn the_command_runs_without_capabilities_under_one_seccomp_program() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status",
+    ]);
+    r.assert_ran();
+    let zero = "0000000000000000";
+    let expected = format!(
+        "CapInh:\t{zero}\nCapPrm:\t{zero}\nCapEff:\t{zero}\nCapBnd:\t{zero}\nCapAmb:\t{zero}\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n"
+    );
+    assert_eq!(r.stdout, expected, "{}", r.describe());
+    let enforced = &r.json.as_ref().unwrap()["enforced"];
+    for p in ["seccomp", "no_new_privs", "capabilities_dropped"] {
+        assert_eq!(enforced[p], true, "{p}");
+    }
+}
+
+#[test]
 fn an_unprivileged_user_gets_the_same_sandbox() {
     if !common::nobody_ready() {
         return;

@@ -26,7 +26,7 @@ use super::channel::{Channel, Report};
 use super::child::{self, CommandSpec, StateDirs, Stdio};
 use super::landlock::LandlockOutcome;
 use super::plan::{Plan, WorkspaceKind};
-use super::seccomp::Filters;
+use super::seccomp::Program;
 use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
@@ -121,7 +121,9 @@ enum Backend {
 /// A built sandbox. Dropping it ends everything in it.
 pub struct Sandbox {
     plan: Plan,
-    filters: Filters,
+    /// The seccomp program, compiled once: installed by the init, or by each command without
+    /// namespaces.
+    seccomp: Program,
     state: Option<tempfile::TempDir>,
     /// Keeps the state directory marked as alive (see `stale`).
     _owner: Option<super::stale::OwnerMark>,
@@ -216,10 +218,10 @@ impl Sandbox {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "envcraft-run".into());
-        let filters = Filters::compile(&plan.seccomp)?;
+        let seccomp = Program::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
-            return Sandbox::start_on_host(plan, filters, (state, owner), cgroup, seed);
+            return Sandbox::start_on_host(plan, seccomp, (state, owner), cgroup, seed);
         }
         if let Some((_, kind)) = &seed
             && *kind == WorkspaceKind::ReadOnly
@@ -251,7 +253,7 @@ impl Sandbox {
         let init = match sys::clone_process(flags) {
             Ok(Cloned::Child) => {
                 drop(parent_end);
-                child::init_main(plan, &filters, &dirs, &child_end)
+                child::init_main(plan, &seccomp, &dirs, &child_end)
             }
             Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
             Err(e)
@@ -275,7 +277,7 @@ impl Sandbox {
         };
         let mut sandbox = Sandbox {
             plan: plan.clone(),
-            filters,
+            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Namespaced {
@@ -330,7 +332,7 @@ impl Sandbox {
 
     fn start_on_host(
         plan: &Plan,
-        filters: Filters,
+        seccomp: Program,
         (state, owner): (tempfile::TempDir, super::stale::OwnerMark),
         mut cgroup: Option<RunCgroup>,
         seed: Option<(OwnedFd, WorkspaceKind)>,
@@ -385,7 +387,7 @@ impl Sandbox {
             .map_err(os("open the template view"))?;
         Ok(Sandbox {
             plan,
-            filters,
+            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Host {
@@ -622,7 +624,7 @@ impl Sandbox {
                         };
                         child::command_main(
                             &self.plan,
-                            &self.filters,
+                            child::Inherited::Nothing(&self.seccomp),
                             rules,
                             child_end,
                             stdio,

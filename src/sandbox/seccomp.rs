@@ -1,13 +1,18 @@
-//! The seccomp filters of the command process, built from a [`SeccompPlan`].
+//! The seccomp program of the command process, built from a [`SeccompPlan`].
 //!
-//! Two filters are installed, the guard first:
+//! One BPF program made of two parts, run in this order:
 //! 1. the *guard* (hand-written BPF, seccompiler cannot express it): kills any process that
 //!    enters with another architecture (i386 via `int 0x80`), refuses every x32 system call
 //!    (numbers with bit 30 set: they would otherwise bypass a filter keyed by x86-64 numbers),
 //!    and makes `clone3` fail with ENOSYS, so that libc falls back to `clone`, whose flags the
-//!    second filter can inspect (`clone3` passes them in memory, out of a filter's reach);
+//!    deny list can inspect (`clone3` passes them in memory, out of a filter's reach);
 //! 2. the *deny list* (seccompiler): EPERM for the calls that let a process leave or attack
 //!    the sandbox or the kernel, and for the dangerous arguments of `clone`, `socket` and `ioctl`.
+//!
+//! What the guard lets through falls through to the deny list. One program rather than two
+//! filters: the kernel runs every installed filter on every system call, and validates and
+//! compiles each at installation; the verdicts are the same (the guard returns only for calls
+//! the deny list allows).
 
 use std::collections::BTreeMap;
 
@@ -23,8 +28,8 @@ use super::plan::SeccompPlan;
 pub enum SeccompError {
     #[error("cannot build the seccomp deny list")]
     Build(#[from] seccompiler::BackendError),
-    #[error("cannot install the seccomp filter")]
-    Install(#[from] seccompiler::Error),
+    #[error("cannot install the seccomp program")]
+    Install(#[source] std::io::Error),
 }
 
 /// System calls denied outright, by name (for documentation and tests) and number.
@@ -196,26 +201,36 @@ pub fn guard() -> BpfProgram {
     ]
 }
 
-/// Both filters, compiled (in envcraft, before the clone: the child only installs them).
-pub struct Filters {
-    guard: BpfProgram,
-    deny: BpfProgram,
+/// The guard and the deny list as one program, compiled (in envcraft, before the clone: the
+/// sandbox only installs it).
+pub struct Program {
+    instructions: Vec<libc::sock_filter>,
 }
 
-impl Filters {
-    pub fn compile(plan: &SeccompPlan) -> Result<Filters, SeccompError> {
-        Ok(Filters {
-            guard: guard(),
-            deny: deny_list(plan)?,
-        })
+impl Program {
+    pub fn compile(plan: &SeccompPlan) -> Result<Program, SeccompError> {
+        let mut guard = guard();
+        // The guard's closing `allow` gives way to the deny list: every jump of the guard that
+        // led there now leads to the deny list's first instruction.
+        guard.pop();
+        let instructions = guard
+            .into_iter()
+            .chain(deny_list(plan)?)
+            .map(|i| libc::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        Ok(Program { instructions })
     }
 
-    /// Install both filters on the calling thread (no_new_privs must already be set).
-    /// Scope: the command process, right before `execve`.
+    /// Install the program on the calling thread; `no_new_privs` must already be set. Scope:
+    /// the process that runs commands or forks them (the sandbox's init, or a command
+    /// without namespaces), after every step the program would refuse.
     pub fn apply_to_current_thread(&self) -> Result<(), SeccompError> {
-        seccompiler::apply_filter(&self.guard)?;
-        seccompiler::apply_filter(&self.deny)?;
-        Ok(())
+        crate::sys::install_seccomp_program(&self.instructions).map_err(SeccompError::Install)
     }
 }
 
@@ -272,6 +287,124 @@ mod tests {
         .unwrap();
         let without = deny_list(&SeccompPlan::default()).unwrap();
         assert!(with.len() > without.len());
+    }
+
+    /// Run a classic BPF program on `struct seccomp_data` as the kernel would (the subset
+    /// seccompiler and the guard emit; anything else fails the test).
+    fn run(program: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let mut data = vec![nr, arch, 0, 0];
+        for a in args {
+            data.extend([a as u32, (a >> 32) as u32]);
+        }
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let i = program[pc];
+            pc += 1;
+            let jump = |taken: bool| if taken { i.jt as usize } else { i.jf as usize };
+            match i.code {
+                0x20 => acc = data[i.k as usize / 4], // ld [k]
+                0x54 => acc &= i.k,                   // and #k
+                0x05 => pc += i.k as usize,           // ja
+                0x15 => pc += jump(acc == i.k),       // jeq #k
+                0x25 => pc += jump(acc > i.k),        // jgt #k
+                0x35 => pc += jump(acc >= i.k),       // jge #k
+                0x45 => pc += jump(acc & i.k != 0),   // jset #k
+                0x06 => return i.k,                   // ret #k
+                code => panic!("opcode {code:#x} not interpreted"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_one_program_gives_the_verdicts_of_guard_then_deny_list() {
+        let plan = SeccompPlan {
+            deny_netlink: true,
+            deny_inet: false,
+        };
+        let program = Program::compile(&plan).unwrap().instructions;
+        let x86 = AUDIT_ARCH_X86_64;
+        let nr = |n: i64| n as u32;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let none = [0u64; 6];
+        let cases: &[(u32, u32, [u64; 6], u32)] = &[
+            // The guard.
+            (
+                0x4000_0003,
+                nr(libc::SYS_read),
+                none,
+                libc::SECCOMP_RET_KILL_PROCESS,
+            ),
+            (x86, X32_SYSCALL_BIT | nr(libc::SYS_read), none, eperm),
+            (x86, X32_SYSCALL_BIT | nr(libc::SYS_ptrace), none, eperm),
+            (x86, nr(libc::SYS_clone3), none, enosys),
+            // The deny list behind it.
+            (x86, nr(libc::SYS_read), none, allow),
+            (x86, nr(libc::SYS_execve), none, allow),
+            (x86, nr(libc::SYS_ptrace), none, eperm),
+            (x86, nr(libc::SYS_mount), none, eperm),
+            (x86, nr(libc::SYS_sethostname), none, eperm),
+            (
+                x86,
+                nr(libc::SYS_clone),
+                [libc::SIGCHLD as u64, 0, 0, 0, 0, 0],
+                allow,
+            ),
+            (
+                x86,
+                nr(libc::SYS_clone),
+                [(libc::CLONE_NEWUSER | libc::SIGCHLD) as u64, 0, 0, 0, 0, 0],
+                eperm,
+            ),
+            (
+                x86,
+                nr(libc::SYS_socket),
+                [libc::AF_UNIX as u64, 1, 0, 0, 0, 0],
+                allow,
+            ),
+            (
+                x86,
+                nr(libc::SYS_socket),
+                [libc::AF_INET as u64, 1, 0, 0, 0, 0],
+                allow,
+            ),
+            (
+                x86,
+                nr(libc::SYS_socket),
+                [libc::AF_PACKET as u64, 3, 0, 0, 0, 0],
+                eperm,
+            ),
+            (
+                x86,
+                nr(libc::SYS_socket),
+                [libc::AF_NETLINK as u64, 3, 0, 0, 0, 0],
+                eperm,
+            ),
+            (
+                x86,
+                nr(libc::SYS_ioctl),
+                [1, libc::TCGETS, 0, 0, 0, 0],
+                allow,
+            ),
+            (
+                x86,
+                nr(libc::SYS_ioctl),
+                [1, libc::TIOCSTI, 0, 0, 0, 0],
+                eperm,
+            ),
+        ];
+        for (arch, nr, args, verdict) in cases {
+            assert_eq!(
+                run(&program, *arch, *nr, *args),
+                *verdict,
+                "arch {arch:#x} nr {nr:#x} args {args:?}"
+            );
+        }
+        // Every system call the deny list names is refused, whatever its arguments.
+        for (name, nr) in DENIED {
+            assert_eq!(run(&program, x86, *nr as u32, none), eperm, "{name}");
+        }
     }
 
     #[test]
