@@ -403,6 +403,48 @@ fn the_command_runs_without_capabilities_under_one_seccomp_program() {
     }
 }
 
+/// Pids of the processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn what_the_command_leaves_running_is_dead_when_exec_returns() {
+    // envcraft does not wait for the init's own exit, but the init kills and reaps every
+    // other process first: a daemon in its own session and a plain background job are gone.
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "setsid sleep 6071 > /dev/null 2>&1 & sleep 6072 > /dev/null 2>&1 & echo started",
+    ]);
+    r.assert_ran();
+    assert_eq!(r.stdout, "started\n", "{}", r.describe());
+    for needle in ["sleep 6071", "sleep 6072"] {
+        assert_eq!(
+            processes_with(needle),
+            Vec::<u32>::new(),
+            "{needle} survived"
+        );
+    }
+}
+
 #[test]
 fn an_unprivileged_user_gets_the_same_sandbox() {
     if !common::nobody_ready() {

@@ -15,13 +15,14 @@
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
-//! | 10 | init | wait for `LimitsReady`, join the run's cgroup; close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
+//! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
 //! | 11 | init | build the Landlock ruleset | the mounts are final; each command then applies it with one call |
 //! | 12 | init | no_new_privs, drop capabilities (bounding set, securebits, all sets), seccomp (one program: guard, then deny list) | the init needs none of them any more (it only forks, signals and reaps its commands); every command inherits them through fork, so they are paid once per sandbox, not once per command; seccomp last: it would refuse nothing above, but no_new_privs must precede it |
 //! | 13 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
 //! | 14 | command | rlimits | per command: the init itself must not be bound by the command's CPU-time and address-space limits |
 //! | 15 | command | Landlock | paths are final; after it nothing can widen access; per command: the init keeps access to what it passes on |
 //! | 16 | command | execve | |
+//! | 17 | init | on `Shutdown`: kill and reap every other process, move back to envcraft's cgroups, report `Stopped`, exit | envcraft removes the run's cgroup and state as soon as the init reports, not after its exit (the kernel's teardown of its namespaces waits for an RCU grace period) |
 //!
 //! Without namespaces (the `portable` fallback) the cloned process is the command itself: it
 //! runs steps 13–15, then step 12 (no_new_privs, capabilities, seccomp) for itself, over a copy
@@ -134,14 +135,6 @@ fn wait_for_any(channel: &Channel) -> Result<(Report, Vec<OwnedFd>), StepError> 
         .recv()
         .step("wait for the parent")?
         .ok_or_else(|| fail("wait for the parent", "parent went away".into()))
-}
-
-/// Block until the parent sends `expected`; returns the descriptors that came with it.
-pub fn wait_for(channel: &Channel, expected: &Report) -> Result<Vec<OwnedFd>, StepError> {
-    match channel.recv().step("wait for the parent")? {
-        Some((report, fds)) if &report == expected => Ok(fds),
-        _ => Err(fail("wait for the parent", "parent went away".into())),
-    }
 }
 
 fn init_steps(
@@ -308,10 +301,17 @@ fn init_steps(
         ));
     }
 
-    // 10. Into the run's cgroup (the parent made it while we built the root); then serve.
-    let membership = wait_for(channel, &Report::LimitsReady)?;
+    // 10. Into the run's cgroup (the parent made it while we built the root), keeping the way
+    // back (envcraft's own cgroups) for the end; then serve.
+    let (limits, mut membership) = wait_for_any(channel)?;
+    let Report::LimitsReady { join } = limits else {
+        return Err(fail("wait for the parent", "unexpected message".into()));
+    };
+    let home = membership.split_off(join.min(membership.len()));
     super::cgroup::join_self(membership).step("join the run's cgroup")?;
-    sys::close_fds_except(0, &[channel.raw_fd()]).step("close inherited descriptors")?;
+    let mut keep: Vec<i32> = home.iter().map(AsRawFd::as_raw_fd).collect();
+    keep.push(channel.raw_fd());
+    sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
 
     // 11. The Landlock ruleset, built once where the commands' mounts are.
@@ -321,7 +321,30 @@ fn init_steps(
     // 12. What every command needs and the init does not: applied once, inherited by each.
     restrict_current_process(seccomp)?;
     channel.send(&Report::Ready, &[]).step("report ready")?;
-    serve(&rules, plan, channel)
+    serve(&rules, plan, channel)?;
+    stop(home, channel);
+    Ok(0)
+}
+
+/// The init's last step: kill and reap every other process in the PID namespace, move back to
+/// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
+/// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of
+/// the namespaces (an RCU grace period for the mounts) takes milliseconds.
+fn stop(home: Vec<OwnedFd>, channel: &Channel) {
+    use nix::errno::Errno;
+    use nix::sys::signal::{Signal, kill};
+    // As the PID namespace's init, kill(-1) reaches every other process in it; repeated until
+    // none is left to reap, in case one was being forked as the first signal went out.
+    let reaped = loop {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(Errno::ECHILD) => break true,
+            Err(_) => break false,
+        }
+    };
+    let left_cgroup = reaped && !home.is_empty() && super::cgroup::join_self(home).is_ok();
+    let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
 }
 
 /// no_new_privs, every capability dropped, then the seccomp program. Scope: the process that
@@ -336,8 +359,8 @@ fn restrict_current_process(seccomp: &Program) -> Result<(), StepError> {
 }
 
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// stop on `Shutdown` or when envcraft goes away.
-fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<i32, StepError> {
+/// return on `Shutdown` or when envcraft goes away.
+fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(), StepError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
@@ -449,7 +472,7 @@ fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<i
                     let _ = nix::sys::signal::killpg(*pid, signal);
                 }
             }
-            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(0),
+            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
             Ok(Some(_)) => {} // nothing else is addressed to the init
         }
     }

@@ -312,18 +312,28 @@ impl Sandbox {
             )
             .map_err(os("start the sandbox"))?;
         drop(seed);
-        let membership = match cgroup.as_mut() {
+        let (membership, home) = match cgroup.as_mut() {
             Some(cg) => {
                 cg.create()?;
-                cg.open_membership_files()?
+                let join = cg.open_membership_files()?;
+                (join, cg.open_home_membership_files().unwrap_or_default())
             }
-            None => Vec::new(),
+            None => (Vec::new(), Vec::new()),
         };
-        let raw: Vec<i32> = membership.iter().map(|f| f.as_raw_fd()).collect();
+        let raw: Vec<i32> = membership
+            .iter()
+            .chain(&home)
+            .map(|f| f.as_raw_fd())
+            .collect();
         channel
-            .send(&Report::LimitsReady, &raw)
+            .send(
+                &Report::LimitsReady {
+                    join: membership.len(),
+                },
+                &raw,
+            )
             .map_err(os("start the sandbox"))?;
-        drop(membership);
+        drop((membership, home));
         sandbox.cgroup = cgroup;
         // Not waiting for Ready: requests queue behind the setup, and its reports are read as
         // they come (see `absorb`).
@@ -1030,10 +1040,22 @@ impl Sandbox {
 
     /// End the sandbox: every process in it, its mounts, its cgroup, its state directory.
     pub fn close(mut self) {
-        self.shutdown();
+        self.shutdown(InitExit::Reap);
     }
 
-    fn shutdown(&mut self) {
+    /// End the sandbox as [`Sandbox::close`] does, except that the init's own exit is not
+    /// waited for: for a process that exits right after (`envcraft exec`). Every other process
+    /// of the sandbox is dead, and its cgroup and state directory are gone, when this returns;
+    /// the init is on its way out (its exit tears down the namespaces, which waits for an RCU
+    /// grace period: milliseconds) and is reaped by whoever adopts it once this process has
+    /// exited (it also gets SIGKILL then, as its parent-death signal).
+    pub fn close_before_exit(mut self) {
+        self.shutdown(InitExit::Leave);
+    }
+
+    fn shutdown(&mut self, init_exit: InitExit) {
+        // The init still to reap once the rest is released.
+        let mut reap = None;
         if let Backend::Namespaced {
             init,
             pidfd,
@@ -1041,12 +1063,22 @@ impl Sandbox {
         } = &self.backend
         {
             let _ = channel.send(&Report::Shutdown, &[]);
-            // The init exits at once; if it does not within a second, it is killed.
-            let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-            if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
-                let _ = kill(*init, Signal::SIGKILL);
+            // The init kills and reaps everything else, leaves the cgroup and says so at once;
+            // if it cannot leave the cgroup, its exit is what empties it. Either is given a
+            // second, then it is killed.
+            let cgroup_empty = match wait_stopped(channel, pidfd, Duration::from_secs(1)) {
+                Some(left_cgroup) => left_cgroup || self.cgroup.is_none(),
+                None => false,
+            };
+            if !cgroup_empty {
+                let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+                if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+                    let _ = kill(*init, Signal::SIGKILL);
+                }
             }
-            let _ = waitpid(*init, None);
+            if !cgroup_empty || init_exit == InitExit::Reap {
+                reap = Some(*init);
+            }
         }
         if let Some(cg) = &self.cgroup {
             cg.kill_all();
@@ -1056,13 +1088,51 @@ impl Sandbox {
         self.workspace_root = None;
         self.view = None;
         self.state = None; // removes the state directory
+        if let Some(init) = reap {
+            let _ = waitpid(init, None);
+        }
+    }
+}
+/// Whether closing a sandbox waits for its init's exit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InitExit {
+    Reap,
+    Leave,
+}
+
+/// Read the init's reports until it says `Stopped` (with whether it left the run's cgroup);
+/// `None` if it exits or goes silent for `limit` first.
+fn wait_stopped(channel: &Channel, pidfd: &OwnedFd, limit: Duration) -> Option<bool> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [
+            PollFd::new(channel.as_fd(), PollFlags::POLLIN),
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+        ];
+        if !matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0) {
+            continue;
+        }
+        let readable = fds[0].revents().is_some_and(|r| !r.is_empty());
+        if !readable {
+            return None; // the init exited without a word
+        }
+        match channel.recv() {
+            Ok(Some((Report::Stopped { left_cgroup }, _))) => return Some(left_cgroup),
+            Ok(Some(_)) => {} // ends of commands, no longer of interest
+            Ok(None) | Err(_) => return None,
+        }
     }
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if self.state.is_some() {
-            self.shutdown();
+            self.shutdown(InitExit::Reap);
         }
     }
 }

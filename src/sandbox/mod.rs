@@ -269,7 +269,8 @@ pub fn start(
 }
 
 /// Run `request`'s command once in a fresh sandbox: build it, run the command, read the
-/// changes, close it (`envcraft exec`).
+/// changes, close it (`envcraft exec`). For a process that exits after it: the sandbox's init
+/// finishes exiting after this returns (see [`Sandbox::close_before_exit`]).
 pub fn execute(
     policy: &Policy,
     request: &Request,
@@ -294,7 +295,7 @@ pub fn execute(
         sandbox.keep_changes(&changes, out)?;
     }
     let enforced = enforced(&sandbox);
-    sandbox.close();
+    sandbox.close_before_exit();
     Ok(Outcome {
         exit_code: result.exit_code,
         signal: result.signal,
