@@ -1056,6 +1056,9 @@ impl Sandbox {
     fn shutdown(&mut self, init_exit: InitExit) {
         // The init still to reap once the rest is released.
         let mut reap = None;
+        // Whether something may still run in the cgroup (without namespaces, what commands
+        // left behind; with them, only if the init did not report it empty).
+        let mut sweep_cgroup = true;
         if let Backend::Namespaced {
             init,
             pidfd,
@@ -1079,8 +1082,11 @@ impl Sandbox {
             if !cgroup_empty || init_exit == InitExit::Reap {
                 reap = Some(*init);
             }
+            sweep_cgroup = !cgroup_empty;
         }
-        if let Some(cg) = &self.cgroup {
+        if let Some(cg) = &self.cgroup
+            && sweep_cgroup
+        {
             cg.kill_all();
         }
         self.cgroup = None; // removes the cgroup
