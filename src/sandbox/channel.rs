@@ -30,11 +30,14 @@ pub enum Report {
     /// (moving in); any after them are those of the cgroups envcraft itself is in, to move
     /// back to at `Shutdown`, so that the run's cgroup can be removed before the init's exit.
     LimitsReady { join: usize },
-    /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command.
+    /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command. With
+    /// `last`, the init ends the sandbox as soon as it has reported this command's end, as
+    /// on `Shutdown` (one round trip less for a sandbox of one command).
     Exec {
         id: u64,
         argv: Vec<String>,
         env: Vec<(String, String)>,
+        last: bool,
     },
     /// envcraft → init: send `signal` to command `id`'s process group.
     Signal { id: u64, signal: i32 },

@@ -22,7 +22,7 @@
 //! | 14 | command | rlimits | per command: the init itself must not be bound by the command's CPU-time and address-space limits |
 //! | 15 | command | Landlock | paths are final; after it nothing can widen access; per command: the init keeps access to what it passes on |
 //! | 16 | command | execve | |
-//! | 17 | init | on `Shutdown`: kill and reap every other process, move back to envcraft's cgroups, report `Stopped`, exit | envcraft removes the run's cgroup and state as soon as the init reports, not after its exit (the kernel's teardown of its namespaces waits for an RCU grace period) |
+//! | 17 | init | on `Shutdown` (or once the command sent with `last` has ended): kill and reap every other process, move back to envcraft's cgroups, report `Stopped`, exit | envcraft removes the run's cgroup and state as soon as the init reports, not after its exit (the kernel's teardown of its namespaces waits for an RCU grace period) |
 //!
 //! Without namespaces (the `portable` fallback) the cloned process is the command itself: it
 //! runs steps 13–15, then step 12 (no_new_privs, capabilities, seccomp) for itself, over a copy
@@ -359,11 +359,13 @@ fn restrict_current_process(seccomp: &Program) -> Result<(), StepError> {
 }
 
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// return on `Shutdown` or when envcraft goes away.
+/// return on `Shutdown`, after the last command, or when envcraft goes away.
 fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(), StepError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
+    // The command whose end ends the sandbox (`Exec { last: true }`).
+    let mut last: Option<u64> = None;
     loop {
         let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
         fds.extend(
@@ -401,6 +403,9 @@ fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(
             // What the command left in its process group ends with it.
             let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
             let _ = channel.send(&report, &[]);
+            if last == Some(id) {
+                return Ok(());
+            }
         }
         running = still;
         // Orphans reparented to us.
@@ -413,7 +418,18 @@ fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(
             continue;
         }
         match channel.recv() {
-            Ok(Some((Report::Exec { id, argv, env }, stdio))) if stdio.len() == 3 => {
+            Ok(Some((
+                Report::Exec {
+                    id,
+                    argv,
+                    env,
+                    last: is_last,
+                },
+                stdio,
+            ))) if stdio.len() == 3 => {
+                if is_last {
+                    last = Some(id);
+                }
                 let stdio = Stdio {
                     stdin: stdio[0].as_fd(),
                     stdout: stdio[1].as_fd(),

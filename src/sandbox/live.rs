@@ -560,8 +560,9 @@ impl Sandbox {
     }
 
     /// Start one command: its id, the read ends of its stdout and stderr, and (without
-    /// namespaces) its pid and pidfd.
-    fn launch(&mut self, request: &ExecRequest) -> Result<Launched, SandboxError> {
+    /// namespaces) its pid and pidfd. With `last`, the init ends the sandbox once the command
+    /// has ended (see [`Sandbox::exec_last`]).
+    fn launch(&mut self, request: &ExecRequest, last: bool) -> Result<Launched, SandboxError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut env = self.plan.env.clone();
@@ -604,6 +605,7 @@ impl Sandbox {
                             id,
                             argv: request.argv.clone(),
                             env,
+                            last,
                         },
                         &[stdin.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
                     )
@@ -662,7 +664,17 @@ impl Sandbox {
     /// Run one command to its end (or its timeout).
     pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
-        let l = self.launch(request)?;
+        let l = self.launch(request, false)?;
+        self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
+    }
+
+    /// Run the sandbox's last command to its end: as [`Sandbox::exec`], except that the init
+    /// ends every process of the sandbox as soon as this one has ended, without waiting to be
+    /// told (what is left in the background dies then). The workspace's changes stay
+    /// readable; the sandbox runs nothing more and is to be closed.
+    pub fn exec_last(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
+        let start = Instant::now();
+        let l = self.launch(request, true)?;
         self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
     }
 
@@ -670,7 +682,7 @@ impl Sandbox {
     /// [`Sandbox::background`]); it is killed at the sandbox's end or by
     /// [`Sandbox::kill_background`].
     pub fn spawn(&mut self, request: &ExecRequest) -> Result<u64, SandboxError> {
-        let l = self.launch(request)?;
+        let l = self.launch(request, false)?;
         for fd in [&l.out, &l.err] {
             nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
                 .map_err(nix_os("make a pipe non-blocking"))?;
@@ -824,7 +836,10 @@ impl Sandbox {
         let mut ended_at: Option<Instant> = None;
         let (mut out_open, mut err_open) = (true, true);
         let mut buf = vec![0u8; 64 * 1024];
-        let init_pidfd = match &self.backend {
+        // Both stop being watched once they close after the command's end (after
+        // `exec_last`, the init ends the sandbox and exits on its own).
+        let mut channel_open = true;
+        let mut init_pidfd = match &self.backend {
             Backend::Namespaced { pidfd, .. } => Some(
                 pidfd
                     .try_clone()
@@ -859,8 +874,12 @@ impl Sandbox {
                 .as_millis()
                 .clamp(1, 60_000) as i32;
             let channel = self.channel();
-            let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-            let mut slots = [usize::MAX; 4];
+            let mut fds = Vec::with_capacity(5);
+            let mut slots = [usize::MAX; 5];
+            if channel_open {
+                slots[4] = 0;
+                fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
+            }
             for (slot, (open, fd)) in [(out_open, out.as_fd()), (err_open, err.as_fd())]
                 .into_iter()
                 .enumerate()
@@ -889,7 +908,7 @@ impl Sandbox {
                 slots[slot] != usize::MAX
                     && fds[slots[slot]].revents().is_some_and(|r| !r.is_empty())
             };
-            let ch_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let ch_ready = ready(4);
             let (out_ready, err_ready, init_gone, direct_done) =
                 (ready(0), ready(1), ready(2), ready(3));
             drop(fds);
@@ -938,9 +957,10 @@ impl Sandbox {
                         }
                     }
                     Ok(None) | Err(_) => {
-                        if init_pidfd.is_some() {
+                        if init_pidfd.is_some() && ended_at.is_none() {
                             return Err(SandboxError::Lost);
                         }
+                        channel_open = false;
                     }
                 }
             }
@@ -960,11 +980,22 @@ impl Sandbox {
                 ended_at = Some(Instant::now());
             }
             if init_gone && ended_at.is_none() {
-                // The init died: whatever it said last (a failed setup step) explains why.
+                // The init exited. After `exec_last` it does once the command has ended, and
+                // the report of that end is queued; otherwise it died, and what it said last
+                // (a failed setup step) explains why.
                 while let Ok(Some((report, fds))) = self.channel().recv() {
-                    self.absorb(report, fds)?;
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
                 }
-                return Err(SandboxError::Lost);
+                channel_open = false;
+                match self.take_ending(id, &mut r, request)? {
+                    Some(ended) => ended_at = Some(ended),
+                    None => return Err(SandboxError::Lost),
+                }
+            }
+            if init_gone {
+                init_pidfd = None;
             }
         }
         if r.exit_code.is_none() && r.signal.is_none() && r.timed_out {
@@ -1066,10 +1097,16 @@ impl Sandbox {
         } = &self.backend
         {
             let _ = channel.send(&Report::Shutdown, &[]);
-            // The init kills and reaps everything else, leaves the cgroup and says so at once;
-            // if it cannot leave the cgroup, its exit is what empties it. Either is given a
-            // second, then it is killed.
-            let cgroup_empty = match wait_stopped(channel, pidfd, Duration::from_secs(1)) {
+            // The init kills and reaps everything else, leaves the cgroup and says so at once
+            // (it may have said so already, after the last command: see `exec_last`); if it
+            // cannot leave the cgroup, its exit is what empties it. Either is given a second,
+            // then it is killed.
+            let reported = self.pending.iter().find_map(|r| match r {
+                Report::Stopped { left_cgroup } => Some(*left_cgroup),
+                _ => None,
+            });
+            let stopped = reported.or_else(|| wait_stopped(channel, pidfd, Duration::from_secs(1)));
+            let cgroup_empty = match stopped {
                 Some(left_cgroup) => left_cgroup || self.cgroup.is_none(),
                 None => false,
             };

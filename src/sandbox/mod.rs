@@ -279,7 +279,7 @@ pub fn execute(
     let begin = Instant::now();
     let mut sandbox = start(policy, request, &options.state_root)?;
     let plan = sandbox.plan().clone();
-    let result = sandbox.exec(&ExecRequest {
+    let result = sandbox.exec_last(&ExecRequest {
         argv: plan.argv.clone(),
         env: Vec::new(),
         timeout: Duration::from_secs(plan.wall_time_secs),
