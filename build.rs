@@ -5,6 +5,8 @@
 //! The compiler is the first of `CC_<target>`, `TARGET_CC` and `CC` that is set (the `cc`
 //! crate's convention), else `cc`; when cross-compiling, one of them must be set, since `cc`
 //! would build the shim for the wrong machine.
+//!
+//! It also links GCC's unwinder statically on glibc targets (see [`link_unwinder_statically`]).
 
 use std::env;
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ const SOURCE: &str = "shim/clock.c";
 const OUTPUT: &str = "libenvcraft_clock.so";
 
 fn main() -> ExitCode {
+    link_unwinder_statically();
     match build_shim() {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -66,6 +69,26 @@ fn build_shim() -> Result<(), String> {
         println!("cargo:warning={SOURCE}: {line}");
     }
     Ok(())
+}
+
+/// Link GCC's unwinder (`libgcc_eh.a`) into every binary, so that `libgcc_s.so.1` is not loaded.
+///
+/// Rust's standard library takes `_Unwind_*` from `libgcc_s.so.1` on `*-linux-gnu`. Loading it
+/// costs every start of envcraft (each `envcraft exec`, each CLI call) a library to map and
+/// relocate and, above all, its constructor `__cpu_indicator_init`, whose CPUID instructions
+/// trap to the hypervisor on virtual machines that fault on CPUID. This crate's native
+/// libraries come before the standard library's on the link line, so the unwinder's symbols
+/// are found in the archive first, and `--as-needed` (rustc's default) then leaves
+/// `libgcc_s.so.1` out. Unwinding and backtraces work the same. Not with `crt-static`, where
+/// the standard library links the archive itself.
+fn link_unwinder_statically() {
+    let target = env::var("TARGET").unwrap_or_default();
+    let crt_static = env::var("CARGO_CFG_TARGET_FEATURE")
+        .map(|features| features.split(',').any(|f| f == "crt-static"))
+        .unwrap_or(false);
+    if target.ends_with("-linux-gnu") && !crt_static {
+        println!("cargo:rustc-link-lib=static:-bundle=gcc_eh");
+    }
 }
 
 /// The compiler to use and where its name came from.

@@ -381,6 +381,71 @@ fn no_state_directory_is_left_behind() {
 }
 
 #[test]
+fn the_command_runs_without_capabilities_under_one_seccomp_program() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status",
+    ]);
+    r.assert_ran();
+    let zero = "0000000000000000";
+    let expected = format!(
+        "CapInh:\t{zero}\nCapPrm:\t{zero}\nCapEff:\t{zero}\nCapBnd:\t{zero}\nCapAmb:\t{zero}\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n"
+    );
+    assert_eq!(r.stdout, expected, "{}", r.describe());
+    let enforced = &r.json.as_ref().unwrap()["enforced"];
+    for p in ["seccomp", "no_new_privs", "capabilities_dropped"] {
+        assert_eq!(enforced[p], true, "{p}");
+    }
+}
+
+/// Pids of the processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn what_the_command_leaves_running_is_dead_when_exec_returns() {
+    // envcraft does not wait for the init's own exit, but the init kills and reaps every
+    // other process first: a daemon in its own session and a plain background job are gone.
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "setsid sleep 6071 > /dev/null 2>&1 & sleep 6072 > /dev/null 2>&1 & echo started",
+    ]);
+    r.assert_ran();
+    assert_eq!(r.stdout, "started\n", "{}", r.describe());
+    for needle in ["sleep 6071", "sleep 6072"] {
+        assert_eq!(
+            processes_with(needle),
+            Vec::<u32>::new(),
+            "{needle} survived"
+        );
+    }
+}
+
+#[test]
 fn an_unprivileged_user_gets_the_same_sandbox() {
     if !common::nobody_ready() {
         return;

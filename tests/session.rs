@@ -290,6 +290,29 @@ fn skills_run_in_the_sandbox_and_check_their_arguments() {
     assert!(!r[3].to_string().contains("Traceback"), "{r:?}");
 }
 
+/// The restrictions a command needs and its init does not.
+const RESTRICTED_STATUS: &str = "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
+
+#[test]
+fn every_command_of_a_session_runs_without_capabilities_under_seccomp() {
+    // The init applies no_new_privs, the capability drop and seccomp once; each command
+    // inherits them, the first and every later one.
+    if !sandbox_ready() {
+        return;
+    }
+    let status = "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status";
+    let calls = [
+        json!({"tool": "exec", "args": {"command": status}}),
+        json!({"tool": "exec", "args": {"command": "sleep 0.1", "background": true}}),
+        json!({"tool": "exec", "args": {"command": format!("{status}; unshare -U true || echo refused")}}),
+    ];
+    let r = results(&run("example/extract-todos", &calls, &[]));
+    assert_eq!(r[0]["stdout"], RESTRICTED_STATUS, "{r:?}");
+    let last = r[2]["stdout"].as_str().unwrap();
+    assert!(last.starts_with(RESTRICTED_STATUS), "{r:?}");
+    assert!(last.ends_with("refused\n"), "{r:?}");
+}
+
 #[test]
 fn background_commands_are_listed_polled_and_killed() {
     if !sandbox_ready() {

@@ -150,6 +150,31 @@ impl RunCgroup {
             .collect()
     }
 
+    /// The membership files of the cgroups this process is in, one per hierarchy of the run's
+    /// cgroups, opened for writing (see [`RunCgroup::open_membership_files`]): where the
+    /// sandbox's init moves back to at its end, so that the run's cgroups are empty before
+    /// its exit (the kernel's teardown of its namespaces, an RCU grace period) is over.
+    /// `None` when any of them cannot be found or opened.
+    pub fn open_home_membership_files(&self) -> Option<Vec<fs::File>> {
+        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let file = match self.limits.support {
+            CgroupSupport::V1 => "tasks",
+            _ => "cgroup.procs",
+        };
+        self.created
+            .iter()
+            .map(|dir| {
+                // `<hierarchy root>/envcraft/<run>`
+                let root = dir.parent()?.parent()?;
+                let home = own_cgroup(&own, root, self.limits.support)?;
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(home.join(file))
+                    .ok()
+            })
+            .collect()
+    }
+
     pub fn is_active(&self) -> bool {
         !self.created.is_empty()
     }
@@ -171,6 +196,25 @@ impl RunCgroup {
             }
         }
     }
+}
+
+/// Where `/proc/self/cgroup` (given as `own`) places this process in the hierarchy mounted at
+/// `root`: v2's single line (`0::/path`), or the v1 line naming the controller `root` holds.
+fn own_cgroup(own: &str, root: &Path, support: CgroupSupport) -> Option<PathBuf> {
+    let controller = match support {
+        CgroupSupport::V1 if root == Path::new(V1_PIDS) => Some("pids"),
+        CgroupSupport::V1 => Some("memory"),
+        _ => None,
+    };
+    own.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let here = match controller {
+            None => id == "0" && controllers.is_empty(),
+            Some(c) => controllers.split(',').any(|name| name == c),
+        };
+        here.then(|| root.join(path.trim_start_matches('/')))
+    })
 }
 
 /// Move the calling (single-threaded) process into the cgroups whose membership files are
@@ -208,4 +252,30 @@ impl Drop for RunCgroup {
 
 fn write(path: &Path, value: u64) -> Result<(), CgroupError> {
     fs::write(path, value.to_string()).map_err(err(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_cgroup_reads_the_line_of_the_hierarchy() {
+        let own = "12:pids:/user.slice/a\n7:cpu,cpuacct:/x\n4:memory:/\n0::/init.scope\n";
+        assert_eq!(
+            own_cgroup(own, Path::new(V1_PIDS), CgroupSupport::V1),
+            Some(PathBuf::from("/sys/fs/cgroup/pids/user.slice/a"))
+        );
+        assert_eq!(
+            own_cgroup(own, Path::new(V1_MEMORY), CgroupSupport::V1),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/"))
+        );
+        assert_eq!(
+            own_cgroup(own, Path::new("/sys/fs/cgroup"), CgroupSupport::V2),
+            Some(PathBuf::from("/sys/fs/cgroup/init.scope"))
+        );
+        assert_eq!(
+            own_cgroup("4:memory:/\n", Path::new(V1_PIDS), CgroupSupport::V1),
+            None
+        );
+    }
 }

@@ -25,19 +25,28 @@ pub enum Report {
     /// envcraft → init: the uid/gid maps are written; build the root. With `seed`, one
     /// descriptor comes along: the parent session's changes, of that kind, to start from.
     Go { seed: Option<WorkspaceKind> },
-    /// envcraft → init, with the run's cgroup membership files (`tasks` / `cgroup.procs`,
-    /// opened by envcraft; none without cgroups): write `0` to each to move in.
-    LimitsReady,
-    /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command.
+    /// envcraft → init, with cgroup membership files (`tasks` / `cgroup.procs`, opened by
+    /// envcraft; none without cgroups): the first `join` are the run's, to write `0` to now
+    /// (moving in); any after them are those of the cgroups envcraft itself is in, to move
+    /// back to at `Shutdown`, so that the run's cgroup can be removed before the init's exit.
+    LimitsReady { join: usize },
+    /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command. With
+    /// `last`, the init ends the sandbox as soon as it has reported this command's end, as
+    /// on `Shutdown` (one round trip less for a sandbox of one command).
     Exec {
         id: u64,
         argv: Vec<String>,
         env: Vec<(String, String)>,
+        last: bool,
     },
     /// envcraft → init: send `signal` to command `id`'s process group.
     Signal { id: u64, signal: i32 },
-    /// envcraft → init: end the sandbox (the kernel then kills whatever is left).
+    /// envcraft → init: end the sandbox: kill and reap every other process in it, leave the
+    /// run's cgroup, report [`Report::Stopped`] and exit.
     Shutdown,
+    /// init → envcraft: every other process of the sandbox is dead and reaped; the init left
+    /// the run's cgroup (`left_cgroup`, so it is empty) or could not, and now exits.
+    Stopped { left_cgroup: bool },
     /// A setup step failed: the init's (no id) or a command's; nothing was executed.
     SetupFailed {
         id: Option<u64>,

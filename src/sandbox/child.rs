@@ -15,16 +15,18 @@
 //! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
-//! | 10 | init | wait for `LimitsReady`, join the run's cgroup; fork the command; close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
-//! | 11 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
-//! | 12 | command | rlimits | must precede dropping capabilities (raising needs CAP_SYS_RESOURCE) |
-//! | 13 | command | Landlock (sets no_new_privs) | paths are final now; after it nothing can widen access |
-//! | 14 | command | drop capabilities (bounding set, securebits, all sets) | after Landlock, which is fine without them thanks to no_new_privs |
-//! | 15 | command | seccomp (guard, then deny list) | last: the filter would refuse the calls of the steps above |
+//! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
+//! | 11 | init | build the Landlock ruleset | the mounts are final; each command then applies it with one call |
+//! | 12 | init | no_new_privs, drop capabilities (bounding set, securebits, all sets), seccomp (one program: guard, then deny list) | the init needs none of them any more (it only forks, signals and reaps its commands); every command inherits them through fork, so they are paid once per sandbox, not once per command; seccomp last: it would refuse nothing above, but no_new_privs must precede it |
+//! | 13 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
+//! | 14 | command | rlimits | per command: the init itself must not be bound by the command's CPU-time and address-space limits |
+//! | 15 | command | Landlock | paths are final; after it nothing can widen access; per command: the init keeps access to what it passes on |
 //! | 16 | command | execve | |
+//! | 17 | init | on `Shutdown` (or once the command sent with `last` has ended): kill and reap every other process, move back to envcraft's cgroups, report `Stopped`, exit | envcraft removes the run's cgroup and state as soon as the init reports, not after its exit (the kernel's teardown of its namespaces waits for an RCU grace period) |
 //!
-//! Without namespaces (the `portable` fallback) the cloned process is the command itself and
-//! runs steps 11–16 over a copy of the workspace.
+//! Without namespaces (the `portable` fallback) the cloned process is the command itself: it
+//! runs steps 13–15, then step 12 (no_new_privs, capabilities, seccomp) for itself, over a copy
+//! of the workspace, and executes.
 
 use std::ffi::CString;
 use std::fs;
@@ -41,7 +43,7 @@ use nix::unistd::{Pid, chdir, pivot_root};
 use super::channel::{Channel, Report};
 use super::landlock;
 use super::plan::{DEVICES, MountStep, Plan, RlimitKind, WorkspaceKind};
-use super::seccomp::Filters;
+use super::seccomp::Program;
 use crate::spec::policy::Protection;
 use crate::sys::{self, Cloned};
 
@@ -109,8 +111,8 @@ pub struct Stdio<'a> {
 }
 
 /// Entry point of the cloned init (namespaced mode). Never returns.
-pub fn init_main(plan: &Plan, filters: &Filters, dirs: &StateDirs, channel: &Channel) -> ! {
-    match init_steps(plan, filters, dirs, channel) {
+pub fn init_main(plan: &Plan, seccomp: &Program, dirs: &StateDirs, channel: &Channel) -> ! {
+    match init_steps(plan, seccomp, dirs, channel) {
         Ok(code) => sys::exit_now(code),
         Err(e) => {
             let _ = channel.send(
@@ -135,17 +137,9 @@ fn wait_for_any(channel: &Channel) -> Result<(Report, Vec<OwnedFd>), StepError> 
         .ok_or_else(|| fail("wait for the parent", "parent went away".into()))
 }
 
-/// Block until the parent sends `expected`; returns the descriptors that came with it.
-pub fn wait_for(channel: &Channel, expected: &Report) -> Result<Vec<OwnedFd>, StepError> {
-    match channel.recv().step("wait for the parent")? {
-        Some((report, fds)) if &report == expected => Ok(fds),
-        _ => Err(fail("wait for the parent", "parent went away".into())),
-    }
-}
-
 fn init_steps(
     plan: &Plan,
-    filters: &Filters,
+    seccomp: &Program,
     dirs: &StateDirs,
     channel: &Channel,
 ) -> Result<i32, StepError> {
@@ -307,24 +301,71 @@ fn init_steps(
         ));
     }
 
-    // 10. Into the run's cgroup (the parent made it while we built the root); then serve.
-    let membership = wait_for(channel, &Report::LimitsReady)?;
+    // 10. Into the run's cgroup (the parent made it while we built the root), keeping the way
+    // back (envcraft's own cgroups) for the end; then serve.
+    let (limits, mut membership) = wait_for_any(channel)?;
+    let Report::LimitsReady { join } = limits else {
+        return Err(fail("wait for the parent", "unexpected message".into()));
+    };
+    let home = membership.split_off(join.min(membership.len()));
     super::cgroup::join_self(membership).step("join the run's cgroup")?;
-    sys::close_fds_except(0, &[channel.raw_fd()]).step("close inherited descriptors")?;
+    let mut keep: Vec<i32> = home.iter().map(AsRawFd::as_raw_fd).collect();
+    keep.push(channel.raw_fd());
+    sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
+
+    // 11. The Landlock ruleset, built once where the commands' mounts are.
+    let rules = landlock::Prepared::build(&plan.landlock, sys::landlock_abi_version())
+        .map_err(|e| fail("build the Landlock ruleset", crate::error::chain(&e)))?;
+
+    // 12. What every command needs and the init does not: applied once, inherited by each.
+    restrict_current_process(seccomp)?;
     channel.send(&Report::Ready, &[]).step("report ready")?;
-    serve(plan, filters, channel)
+    serve(&rules, plan, channel)?;
+    stop(home, channel);
+    Ok(0)
+}
+
+/// The init's last step: kill and reap every other process in the PID namespace, move back to
+/// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
+/// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of
+/// the namespaces (an RCU grace period for the mounts) takes milliseconds.
+fn stop(home: Vec<OwnedFd>, channel: &Channel) {
+    use nix::errno::Errno;
+    use nix::sys::signal::{Signal, kill};
+    // As the PID namespace's init, kill(-1) reaches every other process in it; repeated until
+    // none is left to reap, in case one was being forked as the first signal went out.
+    let reaped = loop {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(Errno::ECHILD) => break true,
+            Err(_) => break false,
+        }
+    };
+    let left_cgroup = reaped && !home.is_empty() && super::cgroup::join_self(home).is_ok();
+    let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
+}
+
+/// no_new_privs, every capability dropped, then the seccomp program. Scope: the process that
+/// runs the commands or forks them (the init, or a command without namespaces), once its last
+/// privileged step is done.
+fn restrict_current_process(seccomp: &Program) -> Result<(), StepError> {
+    nix::sys::prctl::set_no_new_privs().step("set no_new_privs")?;
+    sys::drop_all_capabilities().step("drop capabilities")?;
+    seccomp
+        .apply_to_current_thread()
+        .map_err(|e| fail("seccomp", crate::error::chain(&e)))
 }
 
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// stop on `Shutdown` or when envcraft goes away.
-fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepError> {
+/// return on `Shutdown`, after the last command, or when envcraft goes away.
+fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(), StepError> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    // Built once here, where the commands' mounts are: each command only applies it.
-    let rules = landlock::Prepared::build(&plan.landlock, sys::landlock_abi_version())
-        .map_err(|e| fail("build the Landlock ruleset", crate::error::chain(&e)))?;
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
+    // The command whose end ends the sandbox (`Exec { last: true }`).
+    let mut last: Option<u64> = None;
     loop {
         let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
         fds.extend(
@@ -362,6 +403,9 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
             // What the command left in its process group ends with it.
             let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
             let _ = channel.send(&report, &[]);
+            if last == Some(id) {
+                return Ok(());
+            }
         }
         running = still;
         // Orphans reparented to us.
@@ -374,7 +418,18 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
             continue;
         }
         match channel.recv() {
-            Ok(Some((Report::Exec { id, argv, env }, stdio))) if stdio.len() == 3 => {
+            Ok(Some((
+                Report::Exec {
+                    id,
+                    argv,
+                    env,
+                    last: is_last,
+                },
+                stdio,
+            ))) if stdio.len() == 3 => {
+                if is_last {
+                    last = Some(id);
+                }
                 let stdio = Stdio {
                     stdin: stdio[0].as_fd(),
                     stdout: stdio[1].as_fd(),
@@ -388,8 +443,8 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
                 match sys::clone_process(0) {
                     Ok(Cloned::Child) => command_main(
                         plan,
-                        filters,
-                        &rules,
+                        Inherited::FromInit,
+                        rules,
                         channel,
                         stdio,
                         &command,
@@ -433,7 +488,7 @@ fn serve(plan: &Plan, filters: &Filters, channel: &Channel) -> Result<i32, StepE
                     let _ = nix::sys::signal::killpg(*pid, signal);
                 }
             }
-            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(0),
+            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
             Ok(Some(_)) => {} // nothing else is addressed to the init
         }
     }
@@ -707,17 +762,28 @@ pub struct CommandSpec<'a> {
     pub env: &'a [(String, String)],
 }
 
+/// Whether the command process starts with no_new_privs, no capabilities and the seccomp
+/// program (step 12) already in force.
+#[derive(Clone, Copy)]
+pub enum Inherited<'a> {
+    /// Forked by the init, which applied them to itself.
+    FromInit,
+    /// Cloned by envcraft (no namespaces): the command applies this program (and the rest)
+    /// itself, after its other steps.
+    Nothing(&'a Program),
+}
+
 /// Entry point of the command process (both modes). Never returns.
 pub fn command_main(
     plan: &Plan,
-    filters: &Filters,
+    inherited: Inherited<'_>,
     rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
     command: &CommandSpec<'_>,
     workspace: &Path,
 ) -> ! {
-    let code = match command_steps(plan, filters, rules, channel, stdio, command, workspace) {
+    let code = match command_steps(plan, inherited, rules, channel, stdio, command, workspace) {
         Ok(never) => match never {},
         Err((e, code)) => {
             // 126/127 were reported as ExecFailed already; anything else is a setup failure.
@@ -742,7 +808,7 @@ enum Never {}
 
 fn command_steps(
     plan: &Plan,
-    filters: &Filters,
+    inherited: Inherited<'_>,
     rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
@@ -750,7 +816,7 @@ fn command_steps(
     workspace: &Path,
 ) -> Result<Never, (StepError, i32)> {
     let setup = |e: StepError| (e, 125);
-    // 11. Own session, the planned stdio, the workspace as working directory.
+    // 13. Own session, the planned stdio, the workspace as working directory.
     nix::unistd::setsid().step("setsid").map_err(setup)?;
     set_stdio(stdio).step("set up stdio").map_err(setup)?;
     chdir(workspace)
@@ -787,7 +853,7 @@ fn command_steps(
             )
         })?;
 
-    // 12. Resource limits.
+    // 14. Resource limits.
     for limit in &plan.rlimits {
         let resource = match limit.resource {
             RlimitKind::Cpu => Resource::RLIMIT_CPU,
@@ -802,7 +868,7 @@ fn command_steps(
             .map_err(setup)?;
     }
 
-    // 13. Landlock: the ruleset was built once (see `landlock::Prepared`); one call applies it.
+    // 15. Landlock: the ruleset was built once (see `landlock::Prepared`); one call applies it.
     // Then every descriptor but stdio and the channel is closed (the ruleset's among them).
     let outcome = rules
         .restrict_current_thread()
@@ -828,20 +894,9 @@ fn command_steps(
             ));
         }
     }
-    let no_new_privs = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
-    if !no_new_privs {
-        nix::sys::prctl::set_no_new_privs()
-            .step("set no_new_privs")
-            .map_err(setup)?;
+    if let Inherited::Nothing(seccomp) = inherited {
+        restrict_current_process(seccomp).map_err(setup)?;
     }
-
-    // 14. Capabilities.
-    drop_capabilities().map_err(setup)?;
-
-    // 15. seccomp.
-    filters
-        .apply_to_current_thread()
-        .map_err(|e| (fail("seccomp", crate::error::chain(&e)), 125))?;
 
     // 16. Exec.
     let Some(program) = program else {
@@ -917,27 +972,4 @@ fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
                 .unwrap_or(false)
         })
         .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok())
-}
-
-/// Clear the bounding set, lock the securebits so uid 0 gains nothing at exec, then clear
-/// every capability set. A process with no capabilities at all (an unprivileged run without
-/// namespaces) has nothing to drop; no_new_privs already keeps setuid binaries inert.
-fn drop_capabilities() -> Result<(), StepError> {
-    use caps::CapSet;
-    let permitted = caps::read(None, CapSet::Permitted)
-        .map_err(|e| fail("read capabilities", e.to_string()))?;
-    if !permitted.is_empty() {
-        caps::clear(None, CapSet::Bounding)
-            .map_err(|e| fail("clear the bounding set", e.to_string()))?;
-        sys::lock_securebits_noroot().step("lock securebits")?;
-    }
-    for set in [
-        CapSet::Ambient,
-        CapSet::Inheritable,
-        CapSet::Effective,
-        CapSet::Permitted,
-    ] {
-        caps::clear(None, set).map_err(|e| fail("drop capabilities", e.to_string()))?;
-    }
-    Ok(())
 }

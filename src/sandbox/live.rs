@@ -26,7 +26,7 @@ use super::channel::{Channel, Report};
 use super::child::{self, CommandSpec, StateDirs, Stdio};
 use super::landlock::LandlockOutcome;
 use super::plan::{Plan, WorkspaceKind};
-use super::seccomp::Filters;
+use super::seccomp::Program;
 use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
@@ -121,7 +121,9 @@ enum Backend {
 /// A built sandbox. Dropping it ends everything in it.
 pub struct Sandbox {
     plan: Plan,
-    filters: Filters,
+    /// The seccomp program, compiled once: installed by the init, or by each command without
+    /// namespaces.
+    seccomp: Program,
     state: Option<tempfile::TempDir>,
     /// Keeps the state directory marked as alive (see `stale`).
     _owner: Option<super::stale::OwnerMark>,
@@ -216,10 +218,10 @@ impl Sandbox {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "envcraft-run".into());
-        let filters = Filters::compile(&plan.seccomp)?;
+        let seccomp = Program::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
-            return Sandbox::start_on_host(plan, filters, (state, owner), cgroup, seed);
+            return Sandbox::start_on_host(plan, seccomp, (state, owner), cgroup, seed);
         }
         if let Some((_, kind)) = &seed
             && *kind == WorkspaceKind::ReadOnly
@@ -251,7 +253,7 @@ impl Sandbox {
         let init = match sys::clone_process(flags) {
             Ok(Cloned::Child) => {
                 drop(parent_end);
-                child::init_main(plan, &filters, &dirs, &child_end)
+                child::init_main(plan, &seccomp, &dirs, &child_end)
             }
             Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
             Err(e)
@@ -275,7 +277,7 @@ impl Sandbox {
         };
         let mut sandbox = Sandbox {
             plan: plan.clone(),
-            filters,
+            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Namespaced {
@@ -310,18 +312,28 @@ impl Sandbox {
             )
             .map_err(os("start the sandbox"))?;
         drop(seed);
-        let membership = match cgroup.as_mut() {
+        let (membership, home) = match cgroup.as_mut() {
             Some(cg) => {
                 cg.create()?;
-                cg.open_membership_files()?
+                let join = cg.open_membership_files()?;
+                (join, cg.open_home_membership_files().unwrap_or_default())
             }
-            None => Vec::new(),
+            None => (Vec::new(), Vec::new()),
         };
-        let raw: Vec<i32> = membership.iter().map(|f| f.as_raw_fd()).collect();
+        let raw: Vec<i32> = membership
+            .iter()
+            .chain(&home)
+            .map(|f| f.as_raw_fd())
+            .collect();
         channel
-            .send(&Report::LimitsReady, &raw)
+            .send(
+                &Report::LimitsReady {
+                    join: membership.len(),
+                },
+                &raw,
+            )
             .map_err(os("start the sandbox"))?;
-        drop(membership);
+        drop((membership, home));
         sandbox.cgroup = cgroup;
         // Not waiting for Ready: requests queue behind the setup, and its reports are read as
         // they come (see `absorb`).
@@ -330,7 +342,7 @@ impl Sandbox {
 
     fn start_on_host(
         plan: &Plan,
-        filters: Filters,
+        seccomp: Program,
         (state, owner): (tempfile::TempDir, super::stale::OwnerMark),
         mut cgroup: Option<RunCgroup>,
         seed: Option<(OwnedFd, WorkspaceKind)>,
@@ -385,7 +397,7 @@ impl Sandbox {
             .map_err(os("open the template view"))?;
         Ok(Sandbox {
             plan,
-            filters,
+            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Host {
@@ -548,8 +560,9 @@ impl Sandbox {
     }
 
     /// Start one command: its id, the read ends of its stdout and stderr, and (without
-    /// namespaces) its pid and pidfd.
-    fn launch(&mut self, request: &ExecRequest) -> Result<Launched, SandboxError> {
+    /// namespaces) its pid and pidfd. With `last`, the init ends the sandbox once the command
+    /// has ended (see [`Sandbox::exec_last`]).
+    fn launch(&mut self, request: &ExecRequest, last: bool) -> Result<Launched, SandboxError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut env = self.plan.env.clone();
@@ -592,6 +605,7 @@ impl Sandbox {
                             id,
                             argv: request.argv.clone(),
                             env,
+                            last,
                         },
                         &[stdin.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
                     )
@@ -622,7 +636,7 @@ impl Sandbox {
                         };
                         child::command_main(
                             &self.plan,
-                            &self.filters,
+                            child::Inherited::Nothing(&self.seccomp),
                             rules,
                             child_end,
                             stdio,
@@ -650,7 +664,17 @@ impl Sandbox {
     /// Run one command to its end (or its timeout).
     pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
-        let l = self.launch(request)?;
+        let l = self.launch(request, false)?;
+        self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
+    }
+
+    /// Run the sandbox's last command to its end: as [`Sandbox::exec`], except that the init
+    /// ends every process of the sandbox as soon as this one has ended, without waiting to be
+    /// told (what is left in the background dies then). The workspace's changes stay
+    /// readable; the sandbox runs nothing more and is to be closed.
+    pub fn exec_last(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
+        let start = Instant::now();
+        let l = self.launch(request, true)?;
         self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
     }
 
@@ -658,7 +682,7 @@ impl Sandbox {
     /// [`Sandbox::background`]); it is killed at the sandbox's end or by
     /// [`Sandbox::kill_background`].
     pub fn spawn(&mut self, request: &ExecRequest) -> Result<u64, SandboxError> {
-        let l = self.launch(request)?;
+        let l = self.launch(request, false)?;
         for fd in [&l.out, &l.err] {
             nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
                 .map_err(nix_os("make a pipe non-blocking"))?;
@@ -812,7 +836,10 @@ impl Sandbox {
         let mut ended_at: Option<Instant> = None;
         let (mut out_open, mut err_open) = (true, true);
         let mut buf = vec![0u8; 64 * 1024];
-        let init_pidfd = match &self.backend {
+        // Both stop being watched once they close after the command's end (after
+        // `exec_last`, the init ends the sandbox and exits on its own).
+        let mut channel_open = true;
+        let mut init_pidfd = match &self.backend {
             Backend::Namespaced { pidfd, .. } => Some(
                 pidfd
                     .try_clone()
@@ -847,8 +874,12 @@ impl Sandbox {
                 .as_millis()
                 .clamp(1, 60_000) as i32;
             let channel = self.channel();
-            let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-            let mut slots = [usize::MAX; 4];
+            let mut fds = Vec::with_capacity(5);
+            let mut slots = [usize::MAX; 5];
+            if channel_open {
+                slots[4] = 0;
+                fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
+            }
             for (slot, (open, fd)) in [(out_open, out.as_fd()), (err_open, err.as_fd())]
                 .into_iter()
                 .enumerate()
@@ -877,7 +908,7 @@ impl Sandbox {
                 slots[slot] != usize::MAX
                     && fds[slots[slot]].revents().is_some_and(|r| !r.is_empty())
             };
-            let ch_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let ch_ready = ready(4);
             let (out_ready, err_ready, init_gone, direct_done) =
                 (ready(0), ready(1), ready(2), ready(3));
             drop(fds);
@@ -926,9 +957,10 @@ impl Sandbox {
                         }
                     }
                     Ok(None) | Err(_) => {
-                        if init_pidfd.is_some() {
+                        if init_pidfd.is_some() && ended_at.is_none() {
                             return Err(SandboxError::Lost);
                         }
+                        channel_open = false;
                     }
                 }
             }
@@ -948,11 +980,22 @@ impl Sandbox {
                 ended_at = Some(Instant::now());
             }
             if init_gone && ended_at.is_none() {
-                // The init died: whatever it said last (a failed setup step) explains why.
+                // The init exited. After `exec_last` it does once the command has ended, and
+                // the report of that end is queued; otherwise it died, and what it said last
+                // (a failed setup step) explains why.
                 while let Ok(Some((report, fds))) = self.channel().recv() {
-                    self.absorb(report, fds)?;
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
                 }
-                return Err(SandboxError::Lost);
+                channel_open = false;
+                match self.take_ending(id, &mut r, request)? {
+                    Some(ended) => ended_at = Some(ended),
+                    None => return Err(SandboxError::Lost),
+                }
+            }
+            if init_gone {
+                init_pidfd = None;
             }
         }
         if r.exit_code.is_none() && r.signal.is_none() && r.timed_out {
@@ -1028,10 +1071,25 @@ impl Sandbox {
 
     /// End the sandbox: every process in it, its mounts, its cgroup, its state directory.
     pub fn close(mut self) {
-        self.shutdown();
+        self.shutdown(InitExit::Reap);
     }
 
-    fn shutdown(&mut self) {
+    /// End the sandbox as [`Sandbox::close`] does, except that the init's own exit is not
+    /// waited for: for a process that exits right after (`envcraft exec`). Every other process
+    /// of the sandbox is dead, and its cgroup and state directory are gone, when this returns;
+    /// the init is on its way out (its exit tears down the namespaces, which waits for an RCU
+    /// grace period: milliseconds) and is reaped by whoever adopts it once this process has
+    /// exited (it also gets SIGKILL then, as its parent-death signal).
+    pub fn close_before_exit(mut self) {
+        self.shutdown(InitExit::Leave);
+    }
+
+    fn shutdown(&mut self, init_exit: InitExit) {
+        // The init still to reap once the rest is released.
+        let mut reap = None;
+        // Whether something may still run in the cgroup (without namespaces, what commands
+        // left behind; with them, only if the init did not report it empty).
+        let mut sweep_cgroup = true;
         if let Backend::Namespaced {
             init,
             pidfd,
@@ -1039,14 +1097,33 @@ impl Sandbox {
         } = &self.backend
         {
             let _ = channel.send(&Report::Shutdown, &[]);
-            // The init exits at once; if it does not within a second, it is killed.
-            let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-            if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
-                let _ = kill(*init, Signal::SIGKILL);
+            // The init kills and reaps everything else, leaves the cgroup and says so at once
+            // (it may have said so already, after the last command: see `exec_last`); if it
+            // cannot leave the cgroup, its exit is what empties it. Either is given a second,
+            // then it is killed.
+            let reported = self.pending.iter().find_map(|r| match r {
+                Report::Stopped { left_cgroup } => Some(*left_cgroup),
+                _ => None,
+            });
+            let stopped = reported.or_else(|| wait_stopped(channel, pidfd, Duration::from_secs(1)));
+            let cgroup_empty = match stopped {
+                Some(left_cgroup) => left_cgroup || self.cgroup.is_none(),
+                None => false,
+            };
+            if !cgroup_empty {
+                let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+                if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+                    let _ = kill(*init, Signal::SIGKILL);
+                }
             }
-            let _ = waitpid(*init, None);
+            if !cgroup_empty || init_exit == InitExit::Reap {
+                reap = Some(*init);
+            }
+            sweep_cgroup = !cgroup_empty;
         }
-        if let Some(cg) = &self.cgroup {
+        if let Some(cg) = &self.cgroup
+            && sweep_cgroup
+        {
             cg.kill_all();
         }
         self.cgroup = None; // removes the cgroup
@@ -1054,13 +1131,51 @@ impl Sandbox {
         self.workspace_root = None;
         self.view = None;
         self.state = None; // removes the state directory
+        if let Some(init) = reap {
+            let _ = waitpid(init, None);
+        }
+    }
+}
+/// Whether closing a sandbox waits for its init's exit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InitExit {
+    Reap,
+    Leave,
+}
+
+/// Read the init's reports until it says `Stopped` (with whether it left the run's cgroup);
+/// `None` if it exits or goes silent for `limit` first.
+fn wait_stopped(channel: &Channel, pidfd: &OwnedFd, limit: Duration) -> Option<bool> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [
+            PollFd::new(channel.as_fd(), PollFlags::POLLIN),
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+        ];
+        if !matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0) {
+            continue;
+        }
+        let readable = fds[0].revents().is_some_and(|r| !r.is_empty());
+        if !readable {
+            return None; // the init exited without a word
+        }
+        match channel.recv() {
+            Ok(Some((Report::Stopped { left_cgroup }, _))) => return Some(left_cgroup),
+            Ok(Some(_)) => {} // ends of commands, no longer of interest
+            Ok(None) | Err(_) => return None,
+        }
     }
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if self.state.is_some() {
-            self.shutdown();
+            self.shutdown(InitExit::Reap);
         }
     }
 }

@@ -269,7 +269,8 @@ pub fn start(
 }
 
 /// Run `request`'s command once in a fresh sandbox: build it, run the command, read the
-/// changes, close it (`envcraft exec`).
+/// changes, close it (`envcraft exec`). For a process that exits after it: the sandbox's init
+/// finishes exiting after this returns (see [`Sandbox::close_before_exit`]).
 pub fn execute(
     policy: &Policy,
     request: &Request,
@@ -278,7 +279,7 @@ pub fn execute(
     let begin = Instant::now();
     let mut sandbox = start(policy, request, &options.state_root)?;
     let plan = sandbox.plan().clone();
-    let result = sandbox.exec(&ExecRequest {
+    let result = sandbox.exec_last(&ExecRequest {
         argv: plan.argv.clone(),
         env: Vec::new(),
         timeout: Duration::from_secs(plan.wall_time_secs),
@@ -294,7 +295,7 @@ pub fn execute(
         sandbox.keep_changes(&changes, out)?;
     }
     let enforced = enforced(&sandbox);
-    sandbox.close();
+    sandbox.close_before_exit();
     Ok(Outcome {
         exit_code: result.exit_code,
         signal: result.signal,

@@ -151,7 +151,7 @@ impl Doctor {
         let seccomp = in_child(
             || {
                 nix::sys::prctl::set_no_new_privs().is_ok()
-                    && seccompiler::apply_filter(&seccomp::guard()).is_ok()
+                    && crate::sys::install_seccomp_program(&seccomp::guard()).is_ok()
             },
             0,
         );
