@@ -231,7 +231,7 @@ def test_a_seed_is_echoed_and_exported_as_envcraft_seed(real_server):
     [
         ({"prompt": "x"}, envcraft.MissingField, "task.env"),
         (inline_task(env="nope"), envcraft.BadRequest, "task.env"),
-        (inline_task(verifier={"kind": "manifest", "bogus": 1}), envcraft.BadRequest, "task.verifier"),
+        (inline_task(verifier={"kind": "manifest", "bogus": 1}), envcraft.BadRequest, "task.verifier.bogus"),
         (inline_task(files={"../x": "a"}), envcraft.BadRequest, "task.files"),
         (inline_task(expected={"filez": {}}), envcraft.BadRequest, "task.expected"),
     ],
