@@ -263,7 +263,10 @@ def _inline(task: Dict[str, Any]) -> Any:
         return _err(400, "bad_request", f"field `task.{unknown[0]}`: unknown field")
     if ("prompt" in task) == ("turns" in task):
         return _err(400, "bad_request", "field `task.prompt`: expected `prompt` or `turns`, one of them")
-    prompts = [task["prompt"]] if "prompt" in task else [t.get("prompt") for t in task["turns"]]
+    turns = task.get("turns")
+    if "turns" in task and not (isinstance(turns, list) and all(isinstance(t, dict) for t in turns)):
+        return _err(400, "bad_request", "field `task.turns` must be an array of tables, each with a `prompt`")
+    prompts = [task["prompt"]] if "prompt" in task else [t.get("prompt") for t in turns]
     if not prompts or not all(isinstance(p, str) and p for p in prompts):
         return _err(400, "bad_request", "field `task.turns.prompt` must be a non-empty string")
     files = task.get("files", {})
