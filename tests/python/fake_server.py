@@ -14,6 +14,7 @@ every connection waiting for its next request, as a server ending idle keep-aliv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
@@ -41,12 +42,20 @@ TOOLS = [
 ]
 
 
+# The keys of an inline task: task.toml's and the request's own.
+INLINE_KEYS = ("env", "prompt", "turns", "base_time", "verifier", "files", "expected", "grader")
+
+
 @dataclass
 class FakeSession:
     task: str
+    prompts: List[str]
     files: Dict[str, str] = field(default_factory=dict)
     action_index: int = 0
     turn: int = 0
+    seed: Optional[int] = None
+    # path -> sha256 the file must have to pass; None: the built-in task's done.txt rule
+    expected: Optional[Dict[str, str]] = None
 
 
 @dataclass
@@ -161,15 +170,32 @@ class FakeServer:
         if path == "/v1/tasks" and method == "GET":
             return 200, {}, {"tasks": [{"task": t, "env": t.split("/")[0], "id": t.split("/")[1], "prompt": p[0]} for t, p in TASKS.items()]}
         if path == "/v1/sessions" and method == "POST":
-            if not isinstance(body, dict) or "task" not in body:
+            if not isinstance(body, dict) or body.get("task") is None:
                 return _err(400, "missing_field", "missing field `task`")
-            if body["task"] not in TASKS:
-                return _err(404, "task_not_found", f"no task {body['task']}")
+            unknown = [k for k in body if k not in ("task", "base_time", "seed")]
+            if unknown:
+                return _err(400, "bad_request", f"unknown field `{unknown[0]}`: expected `task`, `base_time`, `seed`")
+            seed = body.get("seed")
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64):
+                return _err(400, "bad_request", "field `seed` must be an integer from 0 to 2^64-1")
+            task = body["task"]
+            if isinstance(task, dict):
+                made = _inline(task)
+                if not isinstance(made, FakeSession):
+                    return made
+                session = made
+            elif isinstance(task, str):
+                if task not in TASKS:
+                    return _err(404, "task_not_found", f"no task {task}")
+                session = FakeSession(task, TASKS[task])
+            else:
+                return _err(400, "bad_request", "field `task` must be a task name, ENV/ID (GET /v1/tasks lists them), or an inline task object")
             if len(self.sessions) >= self.max_sessions:
                 return 429, {"Retry-After": "1"}, {"error": {"category": "too_many_sessions", "message": "full"}}
+            session.seed = seed
             sid = uuid.uuid4().hex[:12]
-            self.sessions[sid] = FakeSession(body["task"])
-            return 201, {}, {"session_id": sid, "task": body["task"], "prompt": TASKS[body["task"]][0], "docs": "# docs\n", "tools": TOOLS, "action_index": 0}
+            self.sessions[sid] = session
+            return 201, {}, {"session_id": sid, "task": session.task, "seed": seed, "prompt": session.prompts[0], "docs": "# docs\n", "tools": TOOLS, "action_index": 0}
         parts = path.split("/")
         if len(parts) < 4 or parts[1:3] != ["v1", "sessions"]:
             return _err(404, "bad_request", f"no route {path}")
@@ -195,7 +221,7 @@ class FakeServer:
             result["action_index"] = session.action_index
             return 200, {}, {"action_index": session.action_index, "result": result}
         if method == "POST" and action == "next_turn":
-            prompts = TASKS[session.task]
+            prompts = session.prompts
             if session.turn + 1 >= len(prompts):
                 if self.last_turn_null:
                     return 200, {}, {"prompt": None, "turn": session.turn}
@@ -204,15 +230,61 @@ class FakeServer:
             return 200, {}, {"prompt": prompts[session.turn], "turn": session.turn}
         if method == "POST" and action == "fork":
             child = uuid.uuid4().hex[:12]
-            self.sessions[child] = FakeSession(session.task, dict(session.files), session.action_index, session.turn)
+            self.sessions[child] = FakeSession(
+                session.task, session.prompts, dict(session.files), session.action_index, session.turn, session.seed, session.expected
+            )
             return 201, {}, {"session_id": child}
         if method == "POST" and action == "verify":
-            ok = session.files.get("done.txt") == "yes"
-            check = {"rule": "files", "path": "done.txt", "passed": ok}
-            return 200, {}, {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": [check]}
+            if session.expected is None:
+                ok = session.files.get("done.txt") == "yes"
+                checks = [{"rule": "files", "path": "done.txt", "passed": ok}]
+            else:
+                checks = [
+                    {"rule": "files", "path": p, "passed": p in session.files and hashlib.sha256(session.files[p].encode()).hexdigest() == sha}
+                    for p, sha in sorted(session.expected.items())
+                ]
+                ok = all(c["passed"] for c in checks)
+            return 200, {}, {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": checks}
         if method == "GET" and action == "diff":
             return 200, {}, {"added": sorted(session.files), "modified": [], "deleted": []}
         return _err(404, "bad_request", f"no route {method} {path}")
+
+
+def _inline(task: Dict[str, Any]) -> Any:
+    """The session of inline ``task``, or the error answer the real server gives for it (its
+    categories and the field it names; the messages shortened)."""
+    env = task.get("env")
+    if env is None:
+        return _err(400, "missing_field", "missing field `task.env`: the environment the inline task runs in")
+    if not isinstance(env, str) or env not in {t.split("/")[0] for t in TASKS}:
+        return _err(400, "bad_request", f"field `task.env`: no environment `{env}` here")
+    unknown = [k for k in task if k not in INLINE_KEYS]
+    if unknown:
+        return _err(400, "bad_request", f"field `task.{unknown[0]}`: unknown field")
+    if ("prompt" in task) == ("turns" in task):
+        return _err(400, "bad_request", "field `task.prompt`: expected `prompt` or `turns`, one of them")
+    turns = task.get("turns")
+    if "turns" in task and not (isinstance(turns, list) and all(isinstance(t, dict) for t in turns)):
+        return _err(400, "bad_request", "field `task.turns` must be an array of tables, each with a `prompt`")
+    prompts = [task["prompt"]] if "prompt" in task else [t.get("prompt") for t in turns]
+    if not prompts or not all(isinstance(p, str) and p for p in prompts):
+        return _err(400, "bad_request", "field `task.turns.prompt` must be a non-empty string")
+    files = task.get("files", {})
+    if not isinstance(files, dict):
+        return _err(400, "bad_request", "field `task.files` must be an object of relative path → file content")
+    for name, text in files.items():
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            return _err(400, "bad_request", f"field `task.files`: `{name}` is not a relative path inside the workspace")
+        if not isinstance(text, str):
+            return _err(400, "bad_request", f"field `task.files`: the content of `{name}` must be a string")
+    expected: Optional[Dict[str, str]] = None
+    if "expected" in task:
+        exp = task["expected"]
+        if not isinstance(exp, dict) or not isinstance(exp.get("files", {}), dict) or set(exp) - {"version", "files", "absent", "unchanged", "ignore", "extra", "all_or_nothing"}:
+            return _err(400, "bad_request", "field `task.expected` is not an expected.json")
+        expected = {p: f.get("sha256", "") for p, f in exp.get("files", {}).items()}
+    digest = hashlib.sha256(json.dumps(task, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return FakeSession(f"{env}/inline-{digest[:16]}", prompts, dict(files), expected=expected)
 
 
 def _err(status: int, category: str, message: str) -> Tuple[int, Dict[str, str], Any]:

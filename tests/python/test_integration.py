@@ -176,3 +176,92 @@ def test_busy_session_answers_lock_timeout_and_the_client_retries(strict_server)
         assert again.call("ls")["ok"], "retried until the slow call let go"
         worker.join(10)
         assert slow_result["ok"]
+
+
+HI_SHA256 = "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"  # "hi\n"
+
+
+def inline_task(**extra):
+    """An inline task of the bundled ``example`` environment: write ``hi`` to out.txt."""
+    return {
+        "env": "example",
+        "prompt": "Write hi to out.txt",
+        "verifier": {"kind": "manifest", "extra": "allow"},
+        "files": {"notes/todo.txt": "do it\n"},
+        "expected": {"version": 1, "files": {"out.txt": {"sha256": HI_SHA256}}},
+        **extra,
+    }
+
+
+def test_an_inline_task_is_created_read_and_verified_zero_then_one(real_server):
+    client = envcraft.Client(real_server.url)
+    with client.create(inline_task()) as s:
+        assert s.task.startswith("example/inline-") and s.prompt == "Write hi to out.txt"
+        assert s.seed is None
+        assert s.call("read", path="notes/todo.txt")["content"] == "do it\n"
+        assert s.call("ls", path="inbox")["ok"], "the environment's own files are there too"
+        before = s.verify()
+        assert before.reward == 0.0 and not before.passed
+        assert s.call("write", path="out.txt", content="hi\n")["ok"]
+        after = s.verify()
+        assert after.reward == 1.0 and after.passed, after.failed_checks
+        with client.create(inline_task()) as again:
+            assert again.task == s.task, "the same object is the same task"
+
+
+def test_a_seed_is_echoed_and_exported_as_envcraft_seed(real_server):
+    client = envcraft.Client(real_server.url)
+    for seed in (1234, 0, 2**64 - 1):
+        with client.create(TASK, seed=seed) as s:
+            assert s.seed == seed
+            out = s.call("exec", command="echo $ENVCRAFT_SEED")
+            assert out["ok"] and out["stdout"] == f"{seed}\n", out
+    with client.create(inline_task(), seed=7) as s:
+        assert s.seed == 7 and s.task.startswith("example/inline-")
+        with s.fork() as child:
+            assert child.seed == 7
+            assert child.call("exec", command="echo $ENVCRAFT_SEED")["stdout"] == "7\n", "a fork keeps the seed"
+    with client.create(TASK) as s:
+        assert s.seed is None
+        assert s.call("exec", command='echo "[$ENVCRAFT_SEED]"')["stdout"] == "[]\n"
+
+
+@pytest.mark.parametrize(
+    "task,cls,field",
+    [
+        ({"prompt": "x"}, envcraft.MissingField, "task.env"),
+        (inline_task(env="nope"), envcraft.BadRequest, "task.env"),
+        (inline_task(verifier={"kind": "manifest", "bogus": 1}), envcraft.BadRequest, "task.verifier.bogus"),
+        (inline_task(files={"../x": "a"}), envcraft.BadRequest, "task.files"),
+        (inline_task(expected={"filez": {}}), envcraft.BadRequest, "task.expected"),
+    ],
+)
+def test_a_bad_inline_task_raises_bad_request_naming_the_field(real_server, task, cls, field):
+    client = envcraft.Client(real_server.url)
+    sessions = client.ready()["sessions"]
+    with pytest.raises(cls) as e:
+        client.create(task)
+    assert e.value.status == 400 and field in e.value.message, e.value.message
+    assert client.ready()["sessions"] == sessions
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, True, 1.5, "7"])
+def test_a_bad_seed_is_a_value_error_and_makes_no_session(real_server, seed):
+    client = envcraft.Client(real_server.url)
+    sessions = client.ready()["sessions"]
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        client.create(TASK, seed=seed)
+    assert client.ready()["sessions"] == sessions
+
+
+def test_async_client_runs_an_inline_task_with_a_seed(real_server):
+    async def main():
+        async with envcraft.AsyncClient(real_server.url) as client:
+            async with await client.create(inline_task(), seed=99) as s:
+                assert s.seed == 99 and s.task.startswith("example/inline-")
+                assert (await s.call("exec", command="echo $ENVCRAFT_SEED"))["stdout"] == "99\n"
+                assert (await s.verify()).reward == 0.0
+                await s.call("write", path="out.txt", content="hi\n")
+                return (await s.verify()).reward
+
+    assert asyncio.run(main()) == 1.0

@@ -77,7 +77,7 @@ def test_pool_spreads_sessions_over_one_server_per_node():
 def test_pool_of_real_servers_scores_the_reference_solution(tmp_path):
     require(importlib.util.find_spec("ray") is not None, "ray is not installed (pip install 'ray>=2.9')")
     from conftest import REPO, envcraft_binary, serve_available
-    from test_integration import TASK, replay, solution
+    from test_integration import TASK, inline_task, replay, solution
 
     binary = envcraft_binary()
     why = serve_available(binary)
@@ -93,6 +93,11 @@ def test_pool_of_real_servers_scores_the_reference_solution(tmp_path):
         with EnvcraftPool([str(binary)], args=args) as pool:
             with pool.create(TASK) as s:
                 replay(s, solution(TASK))
+                assert s.verify().reward == 1.0
+            with pool.create(inline_task(), seed=5) as s:
+                assert s.seed == 5 and s.task.startswith("example/inline-")
+                assert s.call("exec", command="echo $ENVCRAFT_SEED")["stdout"] == "5\n"
+                s.call("write", path="out.txt", content="hi\n")
                 assert s.verify().reward == 1.0
     finally:
         ray.shutdown()

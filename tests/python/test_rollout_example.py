@@ -1,6 +1,7 @@
 """``clients/python/examples/rollout.py`` end to end: a scripted chat completions endpoint
 drives the fake envcraft server to reward 1.0."""
 
+import hashlib
 import importlib.util
 import json
 import threading
@@ -69,3 +70,29 @@ def test_rollout_example_reaches_reward_one(fake, capsys):
     assert bad["ok"] is False and bad["error"]["category"] == "invalid_argument"
     assert seen[3]["messages"][-1] == {"role": "user", "content": "Now say goodbye."}
     assert fake.sessions == {}, "the session was closed"
+
+
+def test_rollout_example_runs_an_inline_task_from_a_file_with_a_seed(fake, capsys, tmp_path):
+    """``--task @FILE`` sends the file's object as an inline task, ``--seed`` its seed."""
+    task = {"env": "example", "turns": [{"prompt": "Write yes to done.txt."}, {"prompt": "Now say goodbye."}],
+            "verifier": {"kind": "manifest", "extra": "allow"},
+            "expected": {"version": 1, "files": {"done.txt": {"sha256": hashlib.sha256(b"yes").hexdigest()}}}}
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(task))
+    seen = []
+    httpd = chat_server(seen)
+    try:
+        code = load_example().main([
+            "--task", f"@{path}", "--seed", "11",
+            "--envcraft-url", fake.url,
+            "--base-url", f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            "--model", "test-model",
+        ])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    out = capsys.readouterr().out
+    assert code == 0 and "reward 1.000 passed True" in out
+    assert "example/inline-" in out and "seed 11" in out
+    created = [r.body for r in fake.requests if r.path == "/v1/sessions"]
+    assert created == [{"task": task, "seed": 11}]

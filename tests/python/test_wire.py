@@ -92,3 +92,46 @@ def test_session_ids_are_escaped_into_one_path_segment():
 def test_create_sends_base_time_only_when_given():
     assert _wire.create_session("e/t", None).body == {"task": "e/t"}
     assert _wire.create_session("e/t", "2026-01-05T09:00:00Z").body == {"task": "e/t", "base_time": "2026-01-05T09:00:00Z"}
+
+
+def test_create_sends_seed_only_when_given_and_as_an_int():
+    assert "seed" not in _wire.create_session("e/t", None, None).body
+    assert _wire.create_session("e/t", None, 0).body == {"task": "e/t", "seed": 0}
+    top = _wire.create_session("e/t", None, 2**64 - 1)
+    assert json.loads(top.encoded_body()) == {"task": "e/t", "seed": 18446744073709551615}
+
+    class Index:  # an integer type that is not int (numpy.uint64, say)
+        def __index__(self):
+            return 7
+
+    body = _wire.create_session("e/t", None, Index()).body
+    assert body["seed"] == 7 and type(body["seed"]) is int
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 2**70, True, False, 1.0, 7.5, "7", [7]])
+def test_a_seed_outside_0_to_2_64_or_not_an_integer_is_a_value_error(seed):
+    with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2\*\*64-1"):
+        _wire.create_session("e/t", None, seed)
+
+
+def test_an_inline_task_is_sent_as_given():
+    from types import MappingProxyType
+
+    task = {"env": "example", "prompt": "p", "verifier": {"kind": "manifest"}, "files": {"a.txt": "x"}}
+    req = _wire.create_session(MappingProxyType(task), "2026-01-05T09:00:00Z", 3)
+    assert json.loads(req.encoded_body()) == {"task": task, "base_time": "2026-01-05T09:00:00Z", "seed": 3}
+
+
+@pytest.mark.parametrize("task", [7, None, ["example", "t"], b"example/t"])
+def test_a_task_neither_a_name_nor_a_mapping_is_a_type_error(task):
+    with pytest.raises(TypeError, match="task must be a task name"):
+        _wire.create_session(task, None)
+
+
+def test_the_created_answer_gives_the_seed_and_refuses_a_wrong_one():
+    answer = {"session_id": "s", "task": "example/inline-0011", "seed": 2**64 - 1}
+    assert _wire.SessionInfo.from_created(answer).seed == 2**64 - 1
+    assert _wire.SessionInfo.from_created({**answer, "seed": None}).seed is None
+    assert _wire.SessionInfo.from_created({"session_id": "s"}).seed is None
+    with pytest.raises(envcraft.ProtocolError):
+        _wire.SessionInfo.from_created({**answer, "seed": "7"})

@@ -111,7 +111,11 @@ def rollout(
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", required=True, help="ENV/ID, as `GET /v1/tasks` lists them")
+    p.add_argument(
+        "--task",
+        required=True,
+        help="ENV/ID, as `GET /v1/tasks` lists them, or @FILE: an inline task, its JSON object in FILE",
+    )
     p.add_argument("--envcraft-url", default=os.environ.get("ENVCRAFT_URL", "http://127.0.0.1:8080"))
     p.add_argument("--envcraft-token", default=os.environ.get("ENVCRAFT_TOKEN"))
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", "http://localhost:8000/v1"))
@@ -120,13 +124,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-steps", type=int, default=30, help="model calls at most")
     p.add_argument("--base-time", help="RFC 3339 clock override")
+    p.add_argument("--seed", type=int, help="exported to the task's commands as ENVCRAFT_SEED (0 to 2**64-1)")
     args = p.parse_args(argv)
+    task: envcraft.Task = args.task
+    if args.task.startswith("@"):
+        with open(args.task[1:], encoding="utf-8") as f:
+            task = json.load(f)
 
     chat = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature)
     # One kept-alive connection carries every call of the rollout; leaving the block closes it.
     with envcraft.Client(args.envcraft_url, token=args.envcraft_token) as client:
-        with client.create(args.task, base_time=args.base_time) as session:
-            print(f"session {session.id}: {args.task} ({len(session.tools)} tools)")
+        with client.create(task, base_time=args.base_time, seed=args.seed) as session:
+            seed = "" if session.seed is None else f", seed {session.seed}"
+            print(f"session {session.id}: {session.task} ({len(session.tools)} tools{seed})")
             verdict = rollout(session, chat, args.max_steps)
             for check in verdict.failed_checks:
                 print(f"failed check: {json.dumps(check)}")

@@ -16,7 +16,7 @@
 No runtime dependencies beyond the standard library.
 """
 
-from ._wire import RetryPolicy, Verdict
+from ._wire import RetryPolicy, Task, Verdict
 from .aio import AsyncClient, AsyncSession
 from .client import Client, Session
 from .errors import (
@@ -48,6 +48,7 @@ __all__ = [
     "AsyncSession",
     "Verdict",
     "RetryPolicy",
+    "Task",
     "EnvcraftError",
     "BadRequest",
     "MissingField",

@@ -10,13 +10,21 @@ never made), so both clients retry alike.
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from .errors import EnvcraftError, LockTimeout, ProtocolError, TooManySessions
 
 USER_AGENT = "envcraft-python/0.1"
+
+# What ``create`` runs: a task's name, ``"ENV/ID"``, or an inline task, the whole task as a
+# JSON object (``{"env", "prompt" or "turns", "verifier", "files"?, "expected"?, "grader"?}``).
+Task = Union[str, Mapping[str, Any]]
+
+# ``seed`` is a u64 on the server: 0 to 2**64 - 1.
+SEED_LIMIT = 2**64
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,47 @@ def list_tasks() -> Request:
     return Request("GET", "/v1/tasks")
 
 
-def create_session(task: str, base_time: Optional[str]) -> Request:
-    body: Dict[str, Any] = {"task": task}
+def checked_task(task: Task) -> Union[str, Dict[str, Any]]:
+    """``task`` as the request's ``task`` field: a name as it is, an inline task as a ``dict``
+    of the same keys and values (the server checks its content). ``TypeError`` for anything
+    else, before a request is made."""
+    if isinstance(task, str):
+        return task
+    if isinstance(task, Mapping):
+        return dict(task)
+    raise TypeError(
+        "task must be a task name 'ENV/ID' (str) or an inline task (a mapping), "
+        f"not {type(task).__name__}"
+    )
+
+
+def checked_seed(seed: Optional[int]) -> Optional[int]:
+    """``seed`` as the request's ``seed`` field: ``None`` (no seed) or an ``int`` from 0 to
+    2**64 - 1 (any integer type with ``__index__``, such as ``numpy.uint64``, is taken as
+    its value; a ``bool`` is not a seed). ``ValueError`` otherwise, before a request is made."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer from 0 to 2**64-1, not a bool ({seed!r})")
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise ValueError(
+            f"seed must be an integer from 0 to 2**64-1, not a {type(seed).__name__} ({seed!r})"
+        ) from None
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"seed must be an integer from 0 to 2**64-1, got {value}")
+    return value
+
+
+def create_session(task: Task, base_time: Optional[str], seed: Optional[int] = None) -> Request:
+    """``POST /v1/sessions``: ``base_time`` and ``seed`` are sent only when given."""
+    body: Dict[str, Any] = {"task": checked_task(task)}
     if base_time is not None:
         body["base_time"] = base_time
+    checked = checked_seed(seed)
+    if checked is not None:
+        body["seed"] = checked
     return Request("POST", "/v1/sessions", body)
 
 
@@ -107,7 +152,8 @@ def field_of(obj: Mapping[str, Any], name: str, status: int = 200) -> Any:
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """What ``POST /v1/sessions`` answers."""
+    """What ``POST /v1/sessions`` answers. ``task`` is ``ENV/ID`` (``ENV/inline-HASH`` for an
+    inline task), ``seed`` the seed as given at creation (``None`` without one)."""
 
     id: str
     task: str
@@ -115,6 +161,7 @@ class SessionInfo:
     docs: Optional[str]
     tools: List[Dict[str, Any]]
     action_index: int
+    seed: Optional[int] = None
 
     @classmethod
     def from_created(cls, obj: Mapping[str, Any]) -> "SessionInfo":
@@ -125,7 +172,17 @@ class SessionInfo:
             docs=obj.get("docs"),
             tools=list(obj.get("tools") or []),
             action_index=int(obj.get("action_index", 0)),
+            seed=_seed_of(obj),
         )
+
+
+def _seed_of(obj: Mapping[str, Any]) -> Optional[int]:
+    seed = obj.get("seed")
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ProtocolError("protocol", f"answer's seed is not an integer: {seed!r}", 201)
+    return seed
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type
 
 from . import _http1, _wire
 from ._http1 import MAX_HEADER_LINE, MAX_RESPONSE_BYTES, Endpoint, FailedAt, IdleConnections
-from ._wire import RetryPolicy, SessionInfo, Verdict
+from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .client import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
 from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
 
@@ -82,8 +82,12 @@ class AsyncClient:
     async def tasks(self) -> List[Dict[str, Any]]:
         return list(_wire.field_of(await self._send(_wire.list_tasks()), "tasks"))
 
-    async def create(self, task: str, base_time: Optional[str] = None) -> "AsyncSession":
-        obj = await self._send(_wire.create_session(task, base_time))
+    async def create(
+        self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None
+    ) -> "AsyncSession":
+        """A new session of ``task``, ``"ENV/ID"`` or an inline task (a mapping); see
+        ``envcraft.Client.create``. A bad ``seed`` raises ``ValueError`` before any request."""
+        obj = await self._send(_wire.create_session(task, base_time, seed))
         return AsyncSession(self, SessionInfo.from_created(obj))
 
     # -- transport ----------------------------------------------------------------------
@@ -268,6 +272,7 @@ class AsyncSession:
         self.docs = info.docs
         self.tools = info.tools
         self.action_index = info.action_index
+        self.seed = info.seed
         self.turn = 0
         self.closed = False
 
@@ -304,6 +309,7 @@ class AsyncSession:
             self.docs,
             self.tools,
             self.action_index,
+            self.seed,
         )
         child = AsyncSession(self.client, info)
         child.turn = self.turn

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Type
 
 from . import _http1, _wire
 from ._http1 import Endpoint, FailedAt, IdleConnections
-from ._wire import RetryPolicy, SessionInfo, Verdict
+from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
 
 # Above the server's own request deadline (`--request-timeout`, 300 s by default), so its 504
@@ -120,10 +120,23 @@ class Client:
         """Every task the server offers: ``{"task": "ENV/ID", "env", "id", "prompt"}`` each."""
         return list(_wire.field_of(self._send(_wire.list_tasks()), "tasks"))
 
-    def create(self, task: str, base_time: Optional[str] = None) -> "Session":
-        """A new session of ``task`` (``"ENV/ID"``); ``base_time`` (RFC 3339) overrides the
-        task's clock."""
-        info = SessionInfo.from_created(self._send(_wire.create_session(task, base_time)))
+    def create(self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None) -> "Session":
+        """A new session of ``task``: a task's name (``"ENV/ID"``, as ``tasks()`` lists them)
+        or an inline task, the whole task as a mapping sent as given::
+
+            {"env": "example", "prompt": "Write hi to out.txt",      # or "turns": [{"prompt"}]
+             "verifier": {"kind": "manifest", "extra": "allow"},
+             "files": {"notes/todo.txt": "do it\\n"},                 # optional: path -> text
+             "expected": {"version": 1, "files": {...}},              # optional: expected.json
+             "grader": {"check.py": "..."}}                           # optional: grader/ files
+
+        The server checks an inline task as a task on disk (``BadRequest``/``MissingField``
+        naming the field, ``task.verifier.bogus``) and names it ``ENV/inline-HASH``
+        (``Session.task``). ``base_time`` (RFC 3339) overrides the task's clock. ``seed`` (an
+        int from 0 to 2**64-1) is exported to the session's commands, skills and grader as
+        ``ENVCRAFT_SEED`` (``Session.seed``); any other seed raises ``ValueError`` and a
+        ``task`` neither ``str`` nor mapping ``TypeError``, before a request is made."""
+        info = SessionInfo.from_created(self._send(_wire.create_session(task, base_time, seed)))
         return Session(self, info)
 
     # -- transport ----------------------------------------------------------------------
@@ -308,9 +321,10 @@ class _EndOfStream(Exception):
 class Session:
     """One live session on the server. Use it as a context manager to close it for sure.
 
-    ``prompt`` is the current turn's prompt (``next_turn`` moves it on), ``tools`` the
-    OpenAI function-calling tools as the server gives them, ``action_index`` the server's
-    counter after the last call.
+    ``task`` is ``ENV/ID`` (``ENV/inline-HASH`` for an inline task), ``seed`` the seed it was
+    created with (``None`` without one; a fork keeps it), ``prompt`` the current turn's prompt
+    (``next_turn`` moves it on), ``tools`` the OpenAI function-calling tools as the server
+    gives them, ``action_index`` the server's counter after the last call.
     """
 
     def __init__(self, client: Client, info: SessionInfo) -> None:
@@ -321,6 +335,7 @@ class Session:
         self.docs = info.docs
         self.tools = info.tools
         self.action_index = info.action_index
+        self.seed = info.seed
         self.turn = 0
         self.closed = False
 
@@ -378,7 +393,7 @@ class Session:
 
     def _info(self, session_id: str) -> SessionInfo:
         return SessionInfo(
-            session_id, self.task, self.prompt, self.docs, self.tools, self.action_index
+            session_id, self.task, self.prompt, self.docs, self.tools, self.action_index, self.seed
         )
 
     def __enter__(self) -> "Session":

@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _wire
+from ._wire import Task
 from .client import DEFAULT_TIMEOUT, Client, Session
 from .errors import Draining, EnvcraftError, TooManySessions, TransportError
 
@@ -200,17 +202,21 @@ class EnvcraftPool:
                 out.append((i, None))
         return out
 
-    def create(self, task: str, base_time: Optional[str] = None) -> Session:
-        """A session of ``task`` on the server with the fewest sessions; a server that is
-        full, draining or unreachable is passed over for the next. When every one is, the
-        last error is raised (``TooManySessions``: try again later)."""
+    def create(self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None) -> Session:
+        """A session of ``task`` (``"ENV/ID"`` or an inline task: see ``Client.create``) on the
+        server with the fewest sessions; a server that is full, draining or unreachable is
+        passed over for the next. When every one is, the last error is raised
+        (``TooManySessions``: try again later). A bad ``seed`` or ``task`` raises before any
+        server is asked."""
+        _wire.checked_task(task)
+        _wire.checked_seed(seed)
         order = pick_server(self.loads())
         if not order:
             raise TransportError("transport", "no envcraft server of the pool answers /readyz")
         last: Optional[EnvcraftError] = None
         for i in order:
             try:
-                session = self._create_clients[i].create(task, base_time)
+                session = self._create_clients[i].create(task, base_time, seed)
             except (TooManySessions, Draining, TransportError) as e:
                 last = e
                 continue
