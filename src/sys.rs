@@ -81,6 +81,70 @@ unsafe impl GlobalAlloc for CloneSafeAlloc {
     }
 }
 
+/// Set every signal this process ignores back to its default action. An ignored signal stays
+/// ignored across `execve`: Rust's runtime ignores SIGPIPE, a shell's background job ignores
+/// SIGINT and SIGQUIT, a supervisor may ignore anything (real-time signals included, which
+/// glibc's `sigaction` refuses to show for the two it reserves: hence the raw system call);
+/// a sandbox's commands must not inherit any of it. Handlers need no reset (`execve` resets
+/// them).
+pub fn reset_ignored_signals() -> io::Result<()> {
+    /// The kernel's `struct sigaction` as `rt_sigaction` reads it (the handler first; the rest
+    /// zero for the default action, whatever the architecture's order of the other fields).
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    const SIG_IGN: usize = 1;
+    let default = KernelSigaction {
+        handler: 0,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = KernelSigaction {
+            handler: 0,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: rt_sigaction reads nothing (NULL) and writes `old`, a struct we own of at
+        // least the kernel's size; the sigset size is the kernel's (8 bytes).
+        let read = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::null::<KernelSigaction>(),
+                &mut old as *mut KernelSigaction,
+                8usize,
+            )
+        };
+        if read != 0 || old.handler != SIG_IGN {
+            continue;
+        }
+        // SAFETY: as above, reading our zeroed `default` (the default action, no flags).
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+        if set != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Keep freed heap memory instead of handing it back to the kernel at every free of a large
 /// block: each tool call allocates and frees some tens of KiB (file contents, JSON), and with
 /// glibc's default (trim past 128 KiB at the top of the heap) every call paid to fault those

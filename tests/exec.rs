@@ -403,6 +403,32 @@ fn the_command_runs_without_capabilities_under_one_seccomp_program() {
     }
 }
 
+/// Commands start as on any system: SIGPIPE at its default (envcraft's runtime ignores it, and
+/// an ignored signal would stay ignored across execve), nothing blocked, no descriptor of the
+/// sandbox's init beyond stdio.
+#[test]
+fn commands_start_with_default_signals_and_only_stdio() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "yes | head -1; grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/self/fd | wc -l",
+    ]);
+    r.assert_ran();
+    let zero = "0000000000000000";
+    // 0, 1, 2 and the directory ls reads.
+    assert_eq!(
+        r.stdout,
+        format!("y\nSigBlk:\t{zero}\nSigIgn:\t{zero}\n4\n"),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(r.stderr, "", "{}", r.describe());
+}
+
 /// Pids of the processes whose command line contains `needle`.
 fn processes_with(needle: &str) -> Vec<u32> {
     fs::read_dir("/proc")

@@ -1,12 +1,13 @@
 //! What runs after the clone, in the sandbox's own processes, in one documented order.
 //!
 //! With namespaces, the cloned process is the sandbox's *init* (PID 1 of the new PID
-//! namespace). It builds the root and forks the *command* process, which restricts itself and
-//! executes the command:
+//! namespace). It builds the root, restricts itself, and starts each *command* process (see
+//! [`super::spawn`]: sharing the init's memory until `execve`), which inherits every
+//! restriction and executes the command:
 //!
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
-//! | 1 | init | wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
+//! | 1 | init | reset ignored signals to their defaults; wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
@@ -16,17 +17,17 @@
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
 //! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
-//! | 11 | init | build the Landlock ruleset | the mounts are final; each command then applies it with one call |
+//! | 11 | init | build and apply the Landlock ruleset (fail when a required part was not enforced) | the mounts are final; the init needs no path any more (it only holds descriptors it already has), and every command inherits the domain |
 //! | 12 | init | no_new_privs, drop capabilities (bounding set, securebits, all sets), seccomp (one program: guard, then deny list) | the init needs none of them any more (it only forks, signals and reaps its commands); every command inherits them through fork, so they are paid once per sandbox, not once per command; seccomp last: it would refuse nothing above, but no_new_privs must precede it |
-//! | 13 | command | setsid, stdio, chdir to the workspace | detaches from the host's terminal (no TIOCSTI target) |
+//! | 13 | command | an empty signal mask, setsid, stdio, chdir to the workspace | ignored signals were reset by the init (an ignored signal stays ignored across execve: Rust's runtime ignores SIGPIPE); setsid detaches from the host's terminal (no TIOCSTI target) |
 //! | 14 | command | rlimits | per command: the init itself must not be bound by the command's CPU-time and address-space limits |
-//! | 15 | command | Landlock | paths are final; after it nothing can widen access; per command: the init keeps access to what it passes on |
+//! | 15 | command | close every descriptor but stdio | nothing of the init's reaches the command |
 //! | 16 | command | execve | |
 //! | 17 | init | on `Shutdown` (or once the command sent with `last` has ended): kill and reap every other process, move back to envcraft's cgroups, report `Stopped`, exit | envcraft removes the run's cgroup and state as soon as the init reports, not after its exit (the kernel's teardown of its namespaces waits for an RCU grace period) |
 //!
 //! Without namespaces (the `portable` fallback) the cloned process is the command itself: it
-//! runs steps 13–15, then step 12 (no_new_privs, capabilities, seccomp) for itself, over a copy
-//! of the workspace, and executes.
+//! runs steps 13–14, then 11 (Landlock) and 15, then 12 (no_new_privs, capabilities, seccomp)
+//! for itself, over a copy of the workspace, and executes.
 
 use std::ffi::CString;
 use std::fs;
@@ -36,7 +37,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, chdir, pivot_root};
 
@@ -44,8 +44,9 @@ use super::channel::{Channel, Report};
 use super::landlock;
 use super::plan::{DEVICES, MountStep, Plan, RlimitKind, WorkspaceKind};
 use super::seccomp::Program;
+use super::spawn;
 use crate::spec::policy::Protection;
-use crate::sys::{self, Cloned};
+use crate::sys;
 
 /// A failed setup step: which one, and the OS error.
 pub struct StepError {
@@ -143,9 +144,11 @@ fn init_steps(
     dirs: &StateDirs,
     channel: &Channel,
 ) -> Result<i32, StepError> {
-    // 1. The parent maps our uid, then says go.
+    // 1. The parent maps our uid, then says go. No signal ignored by envcraft (or by
+    // whoever started it) is passed on to the commands.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
+    sys::reset_ignored_signals().step("reset ignored signals")?;
     let (go, fds) = wait_for_any(channel)?;
     let Report::Go { seed: seed_kind } = go else {
         return Err(fail(
@@ -314,14 +317,17 @@ fn init_steps(
     sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
 
-    // 11. The Landlock ruleset, built once where the commands' mounts are.
+    // 11. Landlock, built where the commands' mounts are and applied to the init itself: every
+    // command inherits the domain (the init keeps only descriptors it already holds).
     let rules = landlock::Prepared::build(&plan.landlock, sys::landlock_abi_version())
         .map_err(|e| fail("build the Landlock ruleset", crate::error::chain(&e)))?;
+    let landlock = restrict_landlock(&rules, plan)?;
+    drop(rules);
 
     // 12. What every command needs and the init does not: applied once, inherited by each.
     restrict_current_process(seccomp)?;
     channel.send(&Report::Ready, &[]).step("report ready")?;
-    serve(&rules, plan, channel)?;
+    serve(landlock, plan, channel)?;
     stop(home, channel);
     Ok(0)
 }
@@ -358,9 +364,135 @@ fn restrict_current_process(seccomp: &Program) -> Result<(), StepError> {
         .map_err(|e| fail("seccomp", crate::error::chain(&e)))
 }
 
+/// Apply the Landlock ruleset to the calling thread; what it enforced, or an error when a
+/// protection the policy requires was not.
+fn restrict_landlock(
+    rules: &landlock::Prepared,
+    plan: &Plan,
+) -> Result<landlock::LandlockOutcome, StepError> {
+    let outcome = rules
+        .restrict_current_thread()
+        .map_err(|e| fail("landlock", crate::error::chain(&e)))?;
+    for (protection, ok) in [
+        (Protection::LandlockFilesystem, outcome.filesystem),
+        (Protection::LandlockNetwork, outcome.network),
+        (Protection::LandlockScope, outcome.scope),
+    ] {
+        if !ok && plan.required.contains(&protection) {
+            return Err(fail(
+                "landlock",
+                format!(
+                    "{protection} is required but the kernel (Landlock ABI {}) did not enforce it",
+                    outcome.abi
+                ),
+            ));
+        }
+    }
+    Ok(outcome)
+}
+
+/// The (resource, soft, hard) limits every command gets.
+fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    plan.rlimits
+        .iter()
+        .map(|limit| {
+            let resource = match limit.resource {
+                RlimitKind::Cpu => libc::RLIMIT_CPU,
+                RlimitKind::AddressSpace => libc::RLIMIT_AS,
+                RlimitKind::Processes => libc::RLIMIT_NPROC,
+                RlimitKind::FileSize => libc::RLIMIT_FSIZE,
+                RlimitKind::OpenFiles => libc::RLIMIT_NOFILE,
+                RlimitKind::Core => libc::RLIMIT_CORE,
+            };
+            (resource, limit.soft, limit.hard)
+        })
+        .collect()
+}
+
+/// What the init starts its commands with (see [`super::spawn`]).
+struct Starter<'a> {
+    spawner: spawn::Spawner,
+    plan: &'a Plan,
+    landlock: landlock::LandlockOutcome,
+    rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+}
+
+impl<'a> Starter<'a> {
+    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> Starter<'a> {
+        Starter {
+            spawner: spawn::Spawner::default(),
+            plan,
+            landlock,
+            rlimits: command_rlimits(plan),
+        }
+    }
+
+    /// Start command `id`: its pid once it runs, and the report that says so
+    /// (`CommandReady`, or why it did not get to run; it has exited then and is reaped as any
+    /// command). No process at all: the report of why.
+    fn start(
+        &mut self,
+        id: u64,
+        argv: &[String],
+        env: &[(String, String)],
+        stdio: [i32; 3],
+    ) -> Result<(Pid, Report), Report> {
+        let plan = self.plan;
+        let rlimits = &self.rlimits;
+        let landlock = self.landlock;
+        let spawner = &mut self.spawner;
+        let setup_failed = |step: &str, errno: i32, detail: String| Report::SetupFailed {
+            id: Some(id),
+            step: step.into(),
+            errno,
+            detail,
+        };
+        let Some(name) = argv.first() else {
+            return Err(setup_failed("prepare argv", 0, "no command given".into()));
+        };
+        let program = resolve(name, &plan.search_path);
+        let command = spawn::Prepared::new(program, argv, env, &plan.workspace, stdio, rlimits)
+            .map_err(|spawn::NulByte(what)| {
+                setup_failed("prepare the command", libc::EINVAL, what.into())
+            })?;
+        let (pid, failure) = spawner.spawn(&command).map_err(|e| {
+            setup_failed(
+                "fork the command",
+                e.raw_os_error().unwrap_or(0),
+                e.to_string(),
+            )
+        })?;
+        let report = match failure {
+            None => Report::CommandReady {
+                id,
+                landlock,
+                capabilities_dropped: true,
+                seccomp: true,
+                no_new_privs: true,
+            },
+            Some(f) if f.is_exec() => Report::ExecFailed {
+                id,
+                errno: f.errno,
+                exit_code: f.exit_code,
+            },
+            Some(f) => setup_failed(
+                f.step,
+                f.errno,
+                io::Error::from_raw_os_error(f.errno).to_string(),
+            ),
+        };
+        Ok((Pid::from_raw(pid), report))
+    }
+}
+
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
 /// return on `Shutdown`, after the last command, or when envcraft goes away.
-fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(), StepError> {
+fn serve(
+    landlock: landlock::LandlockOutcome,
+    plan: &Plan,
+    channel: &Channel,
+) -> Result<(), StepError> {
+    let mut starter = Starter::new(plan, landlock);
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
@@ -430,33 +562,23 @@ fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(
                 if is_last {
                     last = Some(id);
                 }
-                let stdio = Stdio {
-                    stdin: stdio[0].as_fd(),
-                    stdout: stdio[1].as_fd(),
-                    stderr: stdio[2].as_fd(),
+                let fds = [
+                    stdio[0].as_raw_fd(),
+                    stdio[1].as_raw_fd(),
+                    stdio[2].as_raw_fd(),
+                ];
+                let started = starter.start(id, &argv, &env, fds);
+                drop(stdio);
+                let (pid, report) = match started {
+                    Ok((pid, report)) => (Some(pid), report),
+                    Err(report) => (None, report),
                 };
-                let command = CommandSpec {
-                    id,
-                    argv: &argv,
-                    env: &env,
-                };
-                match sys::clone_process(0) {
-                    Ok(Cloned::Child) => command_main(
-                        plan,
-                        Inherited::FromInit,
-                        rules,
-                        channel,
-                        stdio,
-                        &command,
-                        &plan.workspace,
-                    ),
-                    Ok(Cloned::Parent(pid)) => match sys::pidfd_open(pid) {
-                        Ok(fd) => running.push((id, Pid::from_raw(pid), fd)),
+                let _ = channel.send(&report, &[]);
+                if let Some(pid) = pid {
+                    match sys::pidfd_open(pid.as_raw()) {
+                        Ok(fd) => running.push((id, pid, fd)),
                         Err(e) => {
-                            let _ = nix::sys::signal::kill(
-                                Pid::from_raw(pid),
-                                nix::sys::signal::Signal::SIGKILL,
-                            );
+                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
                             let _ = channel.send(
                                 &Report::SetupFailed {
                                     id: Some(id),
@@ -467,17 +589,6 @@ fn serve(rules: &landlock::Prepared, plan: &Plan, channel: &Channel) -> Result<(
                                 &[],
                             );
                         }
-                    },
-                    Err(e) => {
-                        let _ = channel.send(
-                            &Report::SetupFailed {
-                                id: Some(id),
-                                step: "fork the command".into(),
-                                errno: e.raw_os_error().unwrap_or(0),
-                                detail: e.to_string(),
-                            },
-                            &[],
-                        );
                     }
                 }
             }
@@ -762,28 +873,18 @@ pub struct CommandSpec<'a> {
     pub env: &'a [(String, String)],
 }
 
-/// Whether the command process starts with no_new_privs, no capabilities and the seccomp
-/// program (step 12) already in force.
-#[derive(Clone, Copy)]
-pub enum Inherited<'a> {
-    /// Forked by the init, which applied them to itself.
-    FromInit,
-    /// Cloned by envcraft (no namespaces): the command applies this program (and the rest)
-    /// itself, after its other steps.
-    Nothing(&'a Program),
-}
-
-/// Entry point of the command process (both modes). Never returns.
+/// Entry point of a command cloned by envcraft itself (no namespaces): it applies every
+/// restriction to itself (steps 13–16, then 11–12). Never returns.
 pub fn command_main(
     plan: &Plan,
-    inherited: Inherited<'_>,
+    seccomp: &Program,
     rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
     command: &CommandSpec<'_>,
     workspace: &Path,
 ) -> ! {
-    let code = match command_steps(plan, inherited, rules, channel, stdio, command, workspace) {
+    let code = match command_steps(plan, seccomp, rules, channel, stdio, command, workspace) {
         Ok(never) => match never {},
         Err((e, code)) => {
             // 126/127 were reported as ExecFailed already; anything else is a setup failure.
@@ -808,7 +909,7 @@ enum Never {}
 
 fn command_steps(
     plan: &Plan,
-    inherited: Inherited<'_>,
+    seccomp: &Program,
     rules: &landlock::Prepared,
     channel: &Channel,
     stdio: Stdio<'_>,
@@ -816,7 +917,11 @@ fn command_steps(
     workspace: &Path,
 ) -> Result<Never, (StepError, i32)> {
     let setup = |e: StepError| (e, 125);
-    // 13. Own session, the planned stdio, the workspace as working directory.
+    // 13. No ignored signal passed on (see `sys::reset_ignored_signals`), own session, the
+    // planned stdio, the workspace as working directory.
+    sys::reset_ignored_signals()
+        .step("reset ignored signals")
+        .map_err(setup)?;
     nix::unistd::setsid().step("setsid").map_err(setup)?;
     set_stdio(stdio).step("set up stdio").map_err(setup)?;
     chdir(workspace)
@@ -854,49 +959,26 @@ fn command_steps(
         })?;
 
     // 14. Resource limits.
-    for limit in &plan.rlimits {
-        let resource = match limit.resource {
-            RlimitKind::Cpu => Resource::RLIMIT_CPU,
-            RlimitKind::AddressSpace => Resource::RLIMIT_AS,
-            RlimitKind::Processes => Resource::RLIMIT_NPROC,
-            RlimitKind::FileSize => Resource::RLIMIT_FSIZE,
-            RlimitKind::OpenFiles => Resource::RLIMIT_NOFILE,
-            RlimitKind::Core => Resource::RLIMIT_CORE,
+    for (resource, soft, hard) in command_rlimits(plan) {
+        let limit = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
         };
-        setrlimit(resource, limit.soft, limit.hard)
-            .step("set rlimits")
-            .map_err(setup)?;
+        // SAFETY: a plain system call on a value we own.
+        if unsafe { libc::setrlimit(resource, &limit) } < 0 {
+            return Err(io::Error::last_os_error())
+                .step("set rlimits")
+                .map_err(setup);
+        }
     }
 
-    // 15. Landlock: the ruleset was built once (see `landlock::Prepared`); one call applies it.
-    // Then every descriptor but stdio and the channel is closed (the ruleset's among them).
-    let outcome = rules
-        .restrict_current_thread()
-        .map_err(|e| (fail("landlock", crate::error::chain(&e)), 125))?;
+    // 15. Landlock (required protections checked), then every descriptor but stdio and the
+    // channel closed (the ruleset's among them); then step 12 for itself.
+    let outcome = restrict_landlock(rules, plan).map_err(setup)?;
     sys::close_fds_except(3, &[channel.raw_fd()])
         .step("close inherited descriptors")
         .map_err(setup)?;
-    for (protection, ok) in [
-        (Protection::LandlockFilesystem, outcome.filesystem),
-        (Protection::LandlockNetwork, outcome.network),
-        (Protection::LandlockScope, outcome.scope),
-    ] {
-        if !ok && plan.required.contains(&protection) {
-            return Err((
-                fail(
-                    "landlock",
-                    format!(
-                        "{protection} is required but the kernel (Landlock ABI {}) did not enforce it",
-                        outcome.abi
-                    ),
-                ),
-                125,
-            ));
-        }
-    }
-    if let Inherited::Nothing(seccomp) = inherited {
-        restrict_current_process(seccomp).map_err(setup)?;
-    }
+    restrict_current_process(seccomp).map_err(setup)?;
 
     // 16. Exec.
     let Some(program) = program else {

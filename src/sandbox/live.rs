@@ -636,7 +636,7 @@ impl Sandbox {
                         };
                         child::command_main(
                             &self.plan,
-                            child::Inherited::Nothing(&self.seccomp),
+                            &self.seccomp,
                             rules,
                             child_end,
                             stdio,

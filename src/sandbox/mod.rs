@@ -21,6 +21,7 @@ pub mod live;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
+pub mod spawn;
 pub mod stale;
 
 use std::collections::BTreeMap;
