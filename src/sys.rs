@@ -333,74 +333,6 @@ pub fn close_fds_except(first: RawFd, keep: &[RawFd]) -> io::Result<()> {
     Ok(())
 }
 
-/// Empty every capability set of the calling thread, in as few system calls as the kernel
-/// allows: the bounding set (one `PR_CAPBSET_DROP` per capability the kernel knows: the first
-/// EINVAL marks the end), the securebits locked so that uid 0 gains nothing at `execve`, the
-/// ambient set, then effective, permitted and inheritable in one `capset`. A thread with no
-/// permitted capability (an unprivileged run without namespaces) can clear neither the bounding
-/// set nor the securebits, and needs not: it can never gain them back.
-pub fn drop_all_capabilities() -> io::Result<()> {
-    let mut header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: header and data are valid for the call; version 3 reads and writes two CapData.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if data.iter().any(|d| d.permitted != 0) {
-        for cap in 0..=63 {
-            // SAFETY: prctl with integer arguments only.
-            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
-                let err = io::Error::last_os_error();
-                if cap > 0 && err.raw_os_error() == Some(libc::EINVAL) {
-                    break; // past CAP_LAST_CAP
-                }
-                return Err(err);
-            }
-        }
-        lock_securebits_noroot()?;
-    }
-    // SAFETY: prctl with integer arguments only.
-    let ret = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let empty = [CapData::default(); 2];
-    // SAFETY: header and data are valid for the call; capset only reads them.
-    if unsafe { libc::syscall(libc::SYS_capset, &header, empty.as_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-/// `struct __user_cap_header_struct`.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-/// `struct __user_cap_data_struct`: one of the two 32-bit halves of each set.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// `seccomp(SECCOMP_SET_MODE_FILTER)`: add `program` to the calling thread's filters. The thread
 /// must already have `no_new_privs` (or CAP_SYS_ADMIN): unlike seccompiler's `apply_filter`
 /// this does not set it again.
@@ -428,7 +360,7 @@ pub fn install_seccomp_program(program: &[libc::sock_filter]) -> io::Result<()> 
 }
 
 /// `prctl(PR_SET_SECUREBITS)`: make uid 0 an ordinary user for capability purposes, for good.
-fn lock_securebits_noroot() -> io::Result<()> {
+pub fn lock_securebits_noroot() -> io::Result<()> {
     const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
     const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
     const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;

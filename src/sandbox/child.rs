@@ -358,7 +358,7 @@ fn stop(home: Vec<OwnedFd>, channel: &Channel) {
 /// privileged step is done.
 fn restrict_current_process(seccomp: &Program) -> Result<(), StepError> {
     nix::sys::prctl::set_no_new_privs().step("set no_new_privs")?;
-    sys::drop_all_capabilities().step("drop capabilities")?;
+    drop_capabilities()?;
     seccomp
         .apply_to_current_thread()
         .map_err(|e| fail("seccomp", crate::error::chain(&e)))
@@ -483,6 +483,30 @@ impl<'a> Starter<'a> {
         };
         Ok((Pid::from_raw(pid), report))
     }
+}
+
+/// Clear the bounding set, lock the securebits so uid 0 gains nothing at exec, then clear
+/// every capability set (the `caps` crate; once per sandbox, in the init). A process with no
+/// capabilities at all (an unprivileged run without namespaces) has nothing to drop;
+/// no_new_privs already keeps setuid binaries inert.
+fn drop_capabilities() -> Result<(), StepError> {
+    use caps::CapSet;
+    let permitted = caps::read(None, CapSet::Permitted)
+        .map_err(|e| fail("read capabilities", e.to_string()))?;
+    if !permitted.is_empty() {
+        caps::clear(None, CapSet::Bounding)
+            .map_err(|e| fail("clear the bounding set", e.to_string()))?;
+        sys::lock_securebits_noroot().step("lock securebits")?;
+    }
+    for set in [
+        CapSet::Ambient,
+        CapSet::Inheritable,
+        CapSet::Effective,
+        CapSet::Permitted,
+    ] {
+        caps::clear(None, set).map_err(|e| fail("drop capabilities", e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
