@@ -1052,6 +1052,73 @@ fn a_seed_reaches_the_sessions_commands() {
     }
 }
 
+/// At most --max-connections are open: a client past it waits (in the listen backlog) until
+/// an idle one is closed after --connection-idle-timeout; none is cut while it waits for its
+/// answer (the idle timeout must exceed the request deadline).
+#[test]
+fn connections_are_bounded_and_idle_ones_closed() {
+    let server = Server::start(&[
+        "--max-connections",
+        "2",
+        "--connection-idle-timeout",
+        "2",
+        "--request-timeout",
+        "1",
+    ]);
+    // Two clients that connect and say nothing take both places.
+    let mut idle: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let r = server.get("/healthz");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        waited >= Duration::from_millis(1200),
+        "served past the limit after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(8), "waited {waited:?}");
+    // The idle ones were closed by the server: end of file.
+    for stream in &mut idle {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            0,
+            "an idle connection stayed open"
+        );
+    }
+    // A kept-alive connection in use is not cut: requests 1 s apart, past nothing.
+    let mut kept = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for _ in 0..3 {
+        kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = kept.read(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        thread::sleep(Duration::from_secs(1));
+    }
+    let out = Command::new(common::envcraft())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--request-timeout",
+            "30",
+        ])
+        .args(["--connection-idle-timeout", "30"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("must exceed --request-timeout"), "{stderr}");
+}
+
 /// Two servers on one state directory would each take the other's sessions for dead ones.
 #[test]
 fn a_second_server_on_the_same_state_directory_is_refused() {

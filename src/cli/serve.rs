@@ -37,6 +37,14 @@ pub struct ServeArgs {
     /// Largest request body (past it: 413).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body: usize,
+    /// Most connections open at once; past it, new ones wait in the listen backlog until one
+    /// closes.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Close a connection idle (no byte either way) for this long; must exceed
+    /// --request-timeout, so that no request in flight is cut.
+    #[arg(long, value_name = "SECS", default_value_t = 330)]
+    pub connection_idle_timeout: u64,
     /// How long a request waits for a session another request is using (past it: 503
     /// lock_timeout).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
@@ -58,6 +66,8 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         request_timeout: Duration::from_secs(args.request_timeout),
         max_body: args.max_body,
         lock_wait,
+        max_connections: args.max_connections,
+        connection_idle_timeout: Duration::from_secs(args.connection_idle_timeout),
     };
     let options = SessionOptions {
         state_root: args

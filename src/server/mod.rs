@@ -3,6 +3,7 @@
 //! deadlines, a body limit, bearer-token auth on `/v1/*`, Prometheus metrics, an idle sweeper,
 //! and a drain on SIGTERM/SIGINT that lets running calls finish and closes every session.
 //!
+//! - [`connections`]: how many connections, and how long idle;
 //! - [`error`]: API errors (category, status, agent-safe message);
 //! - [`registry`]: the open sessions;
 //! - [`handlers`]: the endpoints;
@@ -11,6 +12,7 @@
 //! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
 //! - [`resume`]: at start, the sessions a killed server left.
 
+pub mod connections;
 pub mod error;
 pub mod handlers;
 pub mod inline;
@@ -74,6 +76,10 @@ pub enum ServerError {
         "another envcraft serve uses the state directory {0}: give each server its own --state-dir"
     )]
     StateDirInUse(PathBuf),
+    #[error(
+        "--connection-idle-timeout ({idle} s) must exceed --request-timeout ({request} s): a connection waiting for its answer would be cut"
+    )]
+    IdleBelowDeadline { idle: u64, request: u64 },
 }
 
 /// What `envcraft serve` was told.
@@ -88,6 +94,9 @@ pub struct ServeConfig {
     pub max_body: usize,
     /// How long a request waits for a session another request is using.
     pub lock_wait: Duration,
+    /// Connections open at once, and how long one may stay idle (see [`connections`]).
+    pub max_connections: usize,
+    pub connection_idle_timeout: Duration,
 }
 
 /// Shared by every request.
@@ -194,6 +203,12 @@ pub fn read_token(path: &std::path::Path) -> Result<String, ServerError> {
 
 /// Run the server until SIGTERM or SIGINT, then drain and close every session.
 pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), ServerError> {
+    if config.connection_idle_timeout <= config.request_timeout {
+        return Err(ServerError::IdleBelowDeadline {
+            idle: config.connection_idle_timeout.as_secs(),
+            request: config.request_timeout.as_secs(),
+        });
+    }
     let root = &session_options.state_root;
     std::fs::create_dir_all(root).map_err(|source| ServerError::StateDir {
         path: root.clone(),
@@ -326,6 +341,11 @@ async fn serve(
             drain(&state).await;
         }
     };
+    let listener = connections::Bounded::new(
+        listener,
+        state.config.max_connections,
+        state.config.connection_idle_timeout,
+    );
     axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(drained)
         .await
