@@ -4,7 +4,11 @@
 //! the kernel then ends the PID and mount namespaces), but directories do not: a run's state
 //! directory, a session's directory and a run's cgroups. Each directory holds a file its owner
 //! keeps locked; the first sandbox a process starts removes those whose lock is free (the
-//! owner died), and their cgroups.
+//! owner died), and their cgroups. A killed run whose state directory went with its state
+//! root (a temporary one, say) leaves cgroups no state directory names: empty `envcraft-*`
+//! cgroups older than [`CGROUP_GRACE`] go too (a live run's cgroup is never empty for long: its
+//! init joins it as soon as it is made, and the kernel refuses to remove a cgroup that holds a
+//! process).
 
 use std::fs;
 use std::path::Path;
@@ -47,8 +51,12 @@ const CGROUP_PARENTS: &[&str] = &[
     "/sys/fs/cgroup/unified/envcraft",
 ];
 
+/// How old an empty run cgroup must be before any envcraft may remove it: far longer than a
+/// run takes between making its cgroup and its init joining it.
+pub const CGROUP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Remove what dead owners left under `state_root` (run and session directories) and their
-/// cgroups. Runs once per process.
+/// cgroups, and empty run cgroups past [`CGROUP_GRACE`]. Runs once per process.
 pub fn sweep_once(state_root: &Path) {
     static SWEEP: Once = Once::new();
     SWEEP.call_once(|| sweep(state_root));
@@ -75,6 +83,30 @@ fn sweep(state_root: &Path) {
         for name in &dead_runs {
             let _ = fs::remove_dir(Path::new(parent).join(name));
         }
+        remove_old_empty_cgroups(Path::new(parent), CGROUP_GRACE);
+    }
+}
+
+/// Remove the `envcraft-*` cgroups under `parent` made more than `grace` ago that hold no
+/// process (the kernel refuses to remove the others: EBUSY).
+fn remove_old_empty_cgroups(parent: &Path, grace: std::time::Duration) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("envcraft-") {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|made| made.elapsed().ok())
+            .is_some_and(|age| age > grace);
+        if old && fs::remove_dir(entry.path()).is_ok() {
+            tracing::debug!(cgroup = %entry.path().display(), "removed a killed run's cgroup");
+        }
     }
 }
 
@@ -82,6 +114,31 @@ fn sweep(state_root: &Path) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn only_old_envcraft_entries_are_removed() {
+        // A plain directory stands in for a cgroup hierarchy: an empty directory is what
+        // the kernel lets go of.
+        let parent = tempfile::tempdir().unwrap();
+        for name in ["envcraft-old", "envcraft-new", "other-old"] {
+            fs::create_dir(parent.path().join(name)).unwrap();
+        }
+        // Not empty: as a cgroup with a process in it, the kernel keeps it.
+        fs::create_dir(parent.path().join("envcraft-old-busy")).unwrap();
+        fs::write(parent.path().join("envcraft-old-busy/cgroup.procs"), b"1").unwrap();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for name in ["envcraft-old", "other-old", "envcraft-old-busy"] {
+            fs::File::open(parent.path().join(name))
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+        }
+        remove_old_empty_cgroups(parent.path(), CGROUP_GRACE);
+        assert!(!parent.path().join("envcraft-old").exists());
+        assert!(parent.path().join("envcraft-new").exists());
+        assert!(parent.path().join("other-old").exists());
+        assert!(parent.path().join("envcraft-old-busy").exists());
+    }
 
     #[test]
     fn directories_of_dead_owners_go_and_live_ones_stay() {
