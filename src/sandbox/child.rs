@@ -418,13 +418,13 @@ struct Starter<'a> {
 }
 
 impl<'a> Starter<'a> {
-    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> Starter<'a> {
-        Starter {
-            spawner: spawn::Spawner::default(),
+    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> io::Result<Starter<'a>> {
+        Ok(Starter {
+            spawner: spawn::Spawner::new()?,
             plan,
             landlock,
             rlimits: command_rlimits(plan),
-        }
+        })
     }
 
     /// Start command `id`: its pid once it runs, and the report that says so
@@ -516,7 +516,7 @@ fn serve(
     plan: &Plan,
     channel: &Channel,
 ) -> Result<(), StepError> {
-    let mut starter = Starter::new(plan, landlock);
+    let mut starter = Starter::new(plan, landlock).step("map the commands' stack")?;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
