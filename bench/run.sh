@@ -3,7 +3,8 @@
 #
 # Usage: bash bench/run.sh [ENVCRAFT_BINARY]      (default: target/release/envcraft)
 #
-#   A. Sandbox start cost, side by side in one hyperfine run:
+#   A. Sandbox start cost, side by side in 10 interleaved hyperfine rounds (5 runs of each per
+#      round, the order reversed every other round, statistics over all 50 runs of each):
 #        envcraft exec --workspace W -- true   (W: a 1-file template)
 #        bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true
 #        /usr/bin/true
@@ -176,6 +177,51 @@ PY
   )
 }
 
+# interleaved NAME ROUNDS RUNS ID...: ROUNDS hyperfine runs of RUNS runs of each row (one
+# warm-up each), the rows' order reversed every other round; records each row's statistics over
+# all its runs. A failing round falls back to bench_group.
+interleaved() {
+  local name=$1 rounds=$2 runs=$3 r rc=0 i=0 med mean sd n id
+  shift 3
+  local -a ids=() order=() jsons=()
+  for id in "$@"; do [[ -n ${STATUS[$id]:-} ]] || ids+=("$id"); done
+  ((${#ids[@]})) || return 0
+  for ((r = 0; r < rounds; r++)); do
+    if ((r % 2)); then
+      order=()
+      for ((i = ${#ids[@]} - 1; i >= 0; i--)); do order+=("${ids[i]}"); done
+    else
+      order=("${ids[@]}")
+    fi
+    local -a args=()
+    for id in "${order[@]}"; do args+=(-n "$id" "${CMD[$id]}"); done
+    rc=0
+    (cd "$work" && timeout "$HF_TIMEOUT" hyperfine -N --style basic --warmup 1 --runs "$runs" \
+      --export-json "$work/$name.$r.json" "${args[@]}" </dev/null >&2) || rc=$?
+    if ((rc)); then
+      log "$name: an interleaved round failed (exit $rc); one run side by side instead"
+      HF_OPTS=(--warmup 5 --runs $((rounds * runs)))
+      bench_group "$name" "$@"
+      return 0
+    fi
+    jsons+=("$work/$name.$r.json")
+  done
+  i=0
+  while read -r id med mean sd n; do
+    MED[$id]=$med MEAN[$id]=$mean SD[$id]=$sd RUNS[$id]=$n
+  done < <(python3 - "${jsons[@]}" <<'PY'
+import json, statistics, sys
+times = {}
+for path in sys.argv[1:]:
+    for r in json.load(open(path))["results"]:
+        times.setdefault(r["command"], []).extend(r["times"])
+for name, t in times.items():
+    sd = statistics.stdev(t) if len(t) > 1 else 0
+    print(f'{name} {statistics.median(t) * 1e3:.4f} {statistics.mean(t) * 1e3:.4f} {sd * 1e3:.4f} {len(t)}')
+PY
+  )
+}
+
 # bench_group NAME ID...: the rows side by side in one run; should that run fail, each row alone,
 # so that one failing command does not cost the others their figures.
 bench_group() {
@@ -220,9 +266,12 @@ CMD[A_true]=$(quote "$true_bin")
 [[ -n ${STATUS[A_envcraft]:-} ]] || check_envcraft A_envcraft "$work/tpl-1"
 for id in A_bwrap A_true; do [[ -n ${STATUS[$id]:-} ]] || preflight "$id"; done
 
-log "A: sandbox start cost"
-HF_OPTS=(--warmup 5 --runs 50)
-bench_group A A_envcraft A_bwrap A_true
+log "A: sandbox start cost (interleaved rounds)"
+# This machine's speed drifts over seconds (other work, CPU frequency): one hyperfine run of
+# 50 envcraft runs, then 50 bwrap runs, compares two different moments. Instead, 10 rounds of
+# 5 runs of each, the order reversed every other round, and the statistics over all 50 runs of
+# each command: both see the same moments.
+interleaved A 10 5 A_envcraft A_bwrap A_true
 
 # ---------------------------------------------------------------------------------------------
 # 3. Benchmark B: workspace creation cost against template size.
@@ -292,7 +341,7 @@ report() {
   echo "- Templates on: $tpl_fs (${BENCH_TMP:-/tmp}); caches warm, nothing dropped"
   echo "- Tools: $hf_ver, $bwrap_ver; envcraft \`$bin_arg\` at $git_rev"
   echo
-  echo "### A. Sandbox start cost (hyperfine -N, 5 warm-up runs, 50 runs, one run side by side)"
+  echo "### A. Sandbox start cost (hyperfine -N, 10 interleaved rounds of 5 runs each, order reversed every other round)"
   echo
   echo "| Command | Median (ms) | Mean ± σ (ms) | Relative to bwrap |"
   echo "| --- | ---: | ---: | ---: |"
