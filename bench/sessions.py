@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from report import publish, verdict
+
 READS, WRITES, EXECS, FORKS = 300, 300, 60, 7
 BLOCK = b"x" * 4096
 
@@ -125,9 +127,6 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    def verdict(ok):
-        return "met" if ok else "**not met**"
-
     rows = [
         ("`read` 4 KiB in a session", per["read"], bare_read, "plain open/read/close",
          f"< 100 us: {verdict(per['read'] < 100)}; <= 3x: {verdict(per['read'] <= 3 * bare_read)}"),
@@ -144,11 +143,7 @@ def main():
     out.append(f"| fork of a session with 10 MB of changes | {fork * 1000:.0f} | - | - | - | < 10 ms: {verdict(fork < 10)} |")
     out.append("")
     out.append(f"Calls: {READS} reads, {WRITES} writes, {EXECS} execs (the first of each left out); {FORKS} forks.")
-    text = "\n".join(out) + "\n"
-    print(text)
-    if results:
-        with open(results, "a") as f:
-            f.write("\n" + text)
+    publish(out, results)
     return 0
 
 

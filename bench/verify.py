@@ -17,15 +17,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from report import publish, timed, verdict
 
 FILES, SIZE, RUNS = 10_000, 10_000, 5
-
-
-def timed(cmd, **kw):
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
-    return time.perf_counter() - t
 
 
 def main():
@@ -79,9 +74,6 @@ def main():
     m_ours, m_ssl, m_cu, m_verify = (statistics.median(x) for x in (ours, ssl, coreutils, verify))
     mb = total / 1e6
 
-    def verdict(ok):
-        return "met" if ok else "**not met**"
-
     out = [
         "### D. Verifier (medians, one run)",
         "",
@@ -95,11 +87,7 @@ def main():
         f"| verify a session that changed 1 file | {m_verify * 1000:.1f} | | {100 * m_verify / m_ours:.1f}% of a full hash | <= 5%: {verdict(m_verify <= 0.05 * m_ours)} |",
         "",
     ]
-    text = "\n".join(out) + "\n"
-    print(text)
-    if results:
-        with open(results, "a") as f:
-            f.write("\n" + text)
+    publish(out, results)
     return 0
 
 

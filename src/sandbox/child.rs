@@ -451,10 +451,10 @@ impl<'a> Starter<'a> {
             return Err(setup_failed("prepare argv", 0, "no command given".into()));
         };
         let program = resolve(name, &plan.search_path);
-        let command = spawn::Prepared::new(program, argv, env, &plan.workspace, stdio, rlimits)
-            .map_err(|spawn::NulByte(what)| {
-                setup_failed("prepare the command", libc::EINVAL, what.into())
-            })?;
+        let nul =
+            |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
+        let image = spawn::Image::new(program, argv, env).map_err(nul)?;
+        let command = spawn::Prepared::new(image, &plan.workspace, stdio, rlimits).map_err(nul)?;
         let (pid, failure) = spawner.spawn(&command).map_err(|e| {
             setup_failed(
                 "fork the command",
@@ -956,31 +956,9 @@ fn command_steps(
         return Err((fail("prepare argv", "no command given".into()), 125));
     };
     let program = resolve(name, &plan.search_path);
-    let argv: Vec<CString> = command
-        .argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            (
-                fail("prepare argv", "an argument contains a NUL byte".into()),
-                125,
-            )
-        })?;
-    let env: Vec<CString> = command
-        .env
-        .iter()
-        .map(|(k, v)| CString::new(format!("{k}={v}")))
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            (
-                fail(
-                    "prepare the environment",
-                    "a value contains a NUL byte".into(),
-                ),
-                125,
-            )
-        })?;
+    let found = program.is_some();
+    let image = spawn::Image::new(program, command.argv, command.env)
+        .map_err(|spawn::NulByte(what)| (fail("prepare the command", what.into()), 125))?;
 
     // 14. Resource limits.
     for (resource, soft, hard) in command_rlimits(plan) {
@@ -1005,7 +983,7 @@ fn command_steps(
     restrict_current_process(seccomp).map_err(setup)?;
 
     // 16. Exec.
-    let Some(program) = program else {
+    if !found {
         let _ = channel.send(
             &Report::ExecFailed {
                 id: command.id,
@@ -1018,7 +996,7 @@ fn command_steps(
             fail("find the command", format!("{name}: command not found")),
             127,
         ));
-    };
+    }
     let _ = channel.send(
         &Report::CommandReady {
             id: command.id,
@@ -1029,21 +1007,23 @@ fn command_steps(
         },
         &[],
     );
-    let err = nix::unistd::execve(&program, &argv, &env).unwrap_err();
-    let exit_code = if err == nix::errno::Errno::ENOENT {
-        127
-    } else {
-        126
-    };
+    let errno = image.execve();
+    let exit_code = spawn::exec_exit_code(errno);
     let _ = channel.send(
         &Report::ExecFailed {
             id: command.id,
-            errno: err as i32,
+            errno,
             exit_code,
         },
         &[],
     );
-    Err((fail("execve", format!("{name}: {}", err.desc())), exit_code))
+    Err((
+        fail(
+            "execve",
+            format!("{name}: {}", io::Error::from_raw_os_error(errno)),
+        ),
+        exit_code,
+    ))
 }
 
 /// Put the planned descriptors at 0, 1 and 2, without close-on-exec. A descriptor already in

@@ -22,35 +22,30 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
-/// A command, ready to be started: everything the child needs, built before the clone.
-pub struct Prepared {
+/// What `execve` needs: the program, argv and environment as C strings with their pointer
+/// arrays, built before anything starts (a NUL byte is refused here, not in the child).
+pub struct Image {
     /// The resolved program; empty when it was not found (execve then fails with ENOENT).
     program: CString,
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const libc::c_char>,
     _env: Vec<CString>,
     env_ptrs: Vec<*const libc::c_char>,
-    workspace: CString,
-    stdio: [RawFd; 3],
-    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
 }
 
-/// Why a [`Prepared`] command could not be built (a NUL byte where none may be).
+/// Why an [`Image`] or a [`Prepared`] command could not be built (a NUL byte where none may
+/// be).
 #[derive(Debug, PartialEq, Eq)]
 pub struct NulByte(pub &'static str);
 
-impl Prepared {
+impl Image {
     /// `program` as resolved in the sandbox's PATH (`None`: not found), `argv` and `env` as
-    /// given, the three stdio descriptors, and `(resource, soft, hard)` limits.
+    /// given.
     pub fn new(
         program: Option<CString>,
         argv: &[String],
         env: &[(String, String)],
-        workspace: &std::path::Path,
-        stdio: [RawFd; 3],
-        rlimits: &[(libc::__rlimit_resource_t, u64, u64)],
-    ) -> Result<Prepared, NulByte> {
-        use std::os::unix::ffi::OsStrExt;
+    ) -> Result<Image, NulByte> {
         let argv: Vec<CString> = argv
             .iter()
             .map(|a| CString::new(a.as_bytes()))
@@ -61,19 +56,59 @@ impl Prepared {
             .map(|(k, v)| CString::new(format!("{k}={v}")))
             .collect::<Result<_, _>>()
             .map_err(|_| NulByte("an environment value contains a NUL byte"))?;
-        let workspace = CString::new(workspace.as_os_str().as_bytes())
-            .map_err(|_| NulByte("the workspace path contains a NUL byte"))?;
         let pointers = |strings: &[CString]| {
             let mut ptrs: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
             ptrs.push(std::ptr::null());
             ptrs
         };
-        Ok(Prepared {
+        Ok(Image {
             program: program.unwrap_or_default(),
             argv_ptrs: pointers(&argv),
             _argv: argv,
             env_ptrs: pointers(&env),
             _env: env,
+        })
+    }
+
+    /// Replace this process with the command; returns only on failure, with its `errno`.
+    /// Raw system calls only: safe in the child of [`Spawner::spawn`].
+    pub fn execve(&self) -> i32 {
+        // SAFETY: every pointer is to a NUL-terminated string or a NULL-terminated array owned
+        // by `self`, alive for the call; errno is read right after the failed call.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv_ptrs.as_ptr(),
+                self.env_ptrs.as_ptr(),
+            );
+            *libc::__errno_location()
+        }
+    }
+}
+
+/// A command, ready to be started from the init: everything the child needs, built before
+/// the clone.
+pub struct Prepared {
+    image: Image,
+    workspace: CString,
+    stdio: [RawFd; 3],
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+}
+
+impl Prepared {
+    /// The command's [`Image`], the workspace to run it in, the three stdio descriptors, and
+    /// `(resource, soft, hard)` limits.
+    pub fn new(
+        image: Image,
+        workspace: &std::path::Path,
+        stdio: [RawFd; 3],
+        rlimits: &[(libc::__rlimit_resource_t, u64, u64)],
+    ) -> Result<Prepared, NulByte> {
+        use std::os::unix::ffi::OsStrExt;
+        let workspace = CString::new(workspace.as_os_str().as_bytes())
+            .map_err(|_| NulByte("the workspace path contains a NUL byte"))?;
+        Ok(Prepared {
+            image,
             workspace,
             stdio,
             rlimits: rlimits
@@ -90,6 +125,12 @@ impl Prepared {
                 .collect(),
         })
     }
+}
+
+/// The exit code of a command whose `execve` failed with `errno`: 127 when there is no such
+/// program, else 126 (as shells use them).
+pub fn exec_exit_code(errno: i32) -> i32 {
+    exit_code(EXECVE, errno)
 }
 
 /// The steps of the child, named for reports (index + 1 is what the child records).
@@ -257,11 +298,7 @@ extern "C" fn child(arg: *mut c_void) -> libc::c_int {
         if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) < 0 {
             return fail(5);
         }
-        libc::execve(
-            command.program.as_ptr(),
-            command.argv_ptrs.as_ptr(),
-            command.env_ptrs.as_ptr(),
-        );
+        command.image.execve();
         fail(EXECVE)
     }
 }
@@ -277,10 +314,14 @@ mod tests {
         let (mut read, write) = std::io::pipe().unwrap();
         let null = std::fs::File::open("/dev/null").unwrap();
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        let command = Prepared::new(
+        let image = Image::new(
             program.map(|p| CString::new(p).unwrap()),
             &argv,
             &[("PATH".into(), "/usr/bin:/bin".into())],
+        )
+        .unwrap();
+        let command = Prepared::new(
+            image,
             std::path::Path::new("/"),
             [null.as_raw_fd(), write.as_raw_fd(), write.as_raw_fd()],
             &[(libc::RLIMIT_CORE, 0, 0)],
@@ -327,16 +368,9 @@ mod tests {
 
     #[test]
     fn nul_bytes_are_refused_before_anything_starts() {
-        let prepared = Prepared::new(
-            None,
-            &["a\0b".into()],
-            &[],
-            std::path::Path::new("/"),
-            [0, 1, 2],
-            &[],
-        );
+        let image = Image::new(None, &["a\0b".into()], &[]);
         assert_eq!(
-            prepared.err(),
+            image.err(),
             Some(NulByte("an argument contains a NUL byte"))
         );
     }

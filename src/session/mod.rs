@@ -320,7 +320,6 @@ impl Session {
             })
         })?;
         fork.dir.append_transcript(&bytes)?;
-        fork.dir.sync_transcript()?;
         Ok(fork)
     }
 
@@ -391,7 +390,6 @@ impl Session {
             enforced: &self.enforced,
         };
         let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
-        self.dir.sync_transcript()?;
         self.dir.write_atomic("state.json", &bytes)?;
         Ok(())
     }

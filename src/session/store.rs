@@ -133,13 +133,6 @@ impl SessionDir {
             .map_err(write_err(&self.path.join(TRANSCRIPT)))
     }
 
-    /// Flush the transcript to disk (at turns and forks, with the state).
-    pub fn sync_transcript(&self) -> Result<(), StoreError> {
-        self.transcript
-            .sync_data()
-            .map_err(write_err(&self.path.join(TRANSCRIPT)))
-    }
-
     /// Remove the directory and everything in it.
     pub fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
