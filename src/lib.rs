@@ -16,6 +16,8 @@
 //!   beneath the workspace by the kernel.
 //! - [`verify`]: verifiers: hash manifests of trees (parallel SHA-256, incremental from the
 //!   overlay's upper layer), `expected.json`, and the checks and reward of a final workspace.
+//! - [`json`]: JSON text of values as `serde_json` writes it, strings scanned a word at a time
+//!   (tool results hold whole files, and are written twice per call).
 //! - [`sys`]: the only module with `unsafe`: one-syscall wrappers.
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
@@ -35,6 +37,7 @@ pub mod cli;
 pub mod clock_shim;
 pub mod error;
 pub mod import;
+pub mod json;
 pub mod sandbox;
 pub mod server;
 pub mod session;

@@ -100,7 +100,6 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
             .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
         skills_root: args.skills.path.clone(),
         base_time: None,
-        lock_wait: std::time::Duration::from_secs(5),
         seed: None,
         origin: serde_json::Value::Null,
     };

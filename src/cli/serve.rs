@@ -75,7 +75,6 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
             .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
         skills_root: args.skills.path,
         base_time: None,
-        lock_wait,
         seed: None,
         origin: serde_json::Value::Null,
     };

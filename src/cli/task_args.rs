@@ -3,7 +3,6 @@
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::Args;
 
@@ -111,7 +110,6 @@ impl SessionArgs {
                 .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
             skills_root: task.skills.path.clone(),
             base_time,
-            lock_wait: Duration::from_secs(5),
             seed: None,
             origin: serde_json::Value::Null,
         })

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
@@ -345,7 +345,10 @@ pub async fn call(
     };
     let ok = result.get("ok") == Some(&Value::Bool(true));
     state.metrics.tool_call(label, ok, started.elapsed());
-    Ok(Json(json!({"action_index": action_index, "result": result})).into_response())
+    // The result may hold a whole file: written by `crate::json` (the bytes `Json` would
+    // write, with strings escaped in blocks rather than byte by byte).
+    let body = crate::json::to_vec(&json!({"action_index": action_index, "result": result}));
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// `POST /v1/sessions/{id}/next_turn` → the next prompt; `invalid_transition` after the last.

@@ -31,7 +31,7 @@ use crate::spec::task::TaskSpec;
 use crate::spec::task::VerifierKind;
 use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
-use crate::tools::{self, ToolError, ToolResult, WorkspaceRoot};
+use crate::tools::{self, ToolError, WorkspaceRoot};
 use crate::verify::command::CommandScore;
 use crate::verify::{Check, Expected, Extra, Manifest, Verdict};
 use crate::workspace::Changes;
@@ -68,8 +68,6 @@ pub struct SessionOptions {
     pub skills_root: PathBuf,
     /// Overrides the task's start time (Unix seconds), for tasks that have none.
     pub base_time: Option<i64>,
-    /// How long a call waits for the session's lock.
-    pub lock_wait: Duration,
     /// A seed the task's own programs may use (`ENVCRAFT_SEED`); envcraft itself is
     /// deterministic and does not draw from it.
     pub seed: Option<u64>,
@@ -104,7 +102,6 @@ struct Parts {
     clock: Clock,
     offered: Vec<String>,
     skills: Vec<OfferedSkill>,
-    lock_wait: Duration,
     sessions_root: PathBuf,
     seed: Option<u64>,
     origin: Value,
@@ -215,7 +212,6 @@ impl Session {
             clock,
             offered: env.tools.clone(),
             skills,
-            lock_wait: options.lock_wait,
             sessions_root: options.state_root.join("sessions"),
             seed: options.seed,
             origin: options.origin.clone(),
@@ -300,7 +296,6 @@ impl Session {
     /// index and turn, with a copy of the transcript so far: for N rollouts of one prompt.
     /// Changes in either never show in the other.
     pub fn fork(&mut self) -> Result<Session, SessionError> {
-        let _lock = self.dir.lock(self.parts.lock_wait)?;
         self.save()?;
         let sandbox = self.sandbox.fork()?;
         let fork = Session::assemble(
@@ -397,20 +392,6 @@ impl Session {
     /// Call `tool` with `args`: the result the agent sees, with the call's `action_index`.
     /// Never fails: every problem is a structured error result.
     pub fn call(&mut self, tool: &str, args: &Value) -> Value {
-        let _lock = match self.dir.lock(self.parts.lock_wait) {
-            Ok(lock) => lock,
-            Err(StoreError::LockTimeout(_)) => {
-                return ToolResult::from(ToolError::lock_timeout(
-                    "the session is busy with another call: retry later",
-                ))
-                .to_json();
-            }
-            Err(e) => {
-                tracing::error!(session = %self.id, error = %crate::error::chain(&e), "cannot lock");
-                return ToolResult::from(ToolError::internal("the session cannot be used"))
-                    .to_json();
-            }
-        };
         let index = self.action_index;
         let now = self.parts.clock.at(index);
         let stamp = rfc3339(self.parts.clock.unix_at(index));

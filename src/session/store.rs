@@ -1,5 +1,12 @@
 //! A session's directory on disk: its state written atomically (temp file, fsync, rename) under
-//! a file lock taken with a bounded wait, and its transcript appended call by call.
+//! the session's lock, and its transcript appended call by call.
+//!
+//! The lock is the directory's owner mark (see `sandbox::stale`): an exclusive `flock` the
+//! session's process takes when it makes the directory and holds for the session's life. No
+//! other process writes a live session's directory (a sweeper or a resuming server takes only
+//! directories whose owner died); within the process, `&mut` access serializes calls, and the
+//! server waits a bounded time for a session before answering `lock_timeout`. Holding the lock
+//! for the whole session costs nothing per call.
 //!
 //! A transcript append is one `write` to a file kept open, not flushed to disk: a killed
 //! process loses nothing written (the page cache keeps it); a machine that loses power loses
@@ -9,7 +16,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Why the session directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -20,8 +26,6 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
-    #[error("session {0} is busy: its lock was not released within the wait")]
-    LockTimeout(String),
 }
 
 fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -31,32 +35,20 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// The directory of one session, with its lock file and transcript kept open.
+/// The directory of one session, locked (its owner mark) and with its transcript kept open.
 #[derive(Debug)]
 pub struct SessionDir {
     pub path: PathBuf,
-    lock_file: File,
     transcript: File,
-    /// Keeps the directory marked as alive (see `sandbox::stale`).
-    _owner: Option<crate::sandbox::stale::OwnerMark>,
+    /// The session's lock, which also marks the directory as alive (see `sandbox::stale`).
+    _owner: crate::sandbox::stale::OwnerMark,
 }
 
 /// The transcript's file name in a session directory.
 pub const TRANSCRIPT: &str = "transcript.jsonl";
 
-/// A held session lock; released on drop.
-pub struct SessionLock<'a> {
-    file: &'a File,
-}
-
-impl Drop for SessionLock<'_> {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
-    }
-}
-
 impl SessionDir {
-    /// Create the directory (mode 0700) for session `id` under `root`.
+    /// Create the directory (mode 0700) for session `id` under `root`, locked by this process.
     pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
         let path = root.join(id);
         fs::create_dir_all(root).map_err(write_err(root))?;
@@ -64,49 +56,12 @@ impl SessionDir {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
         let owner = crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
-        let lock_path = path.join("lock");
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(write_err(&lock_path))?;
         let transcript = open_append(&path.join(TRANSCRIPT))?;
         Ok(SessionDir {
             path,
-            lock_file,
             transcript,
-            _owner: Some(owner),
+            _owner: owner,
         })
-    }
-
-    /// Take the session's lock, waiting at most `wait`. The lock is the session's across
-    /// processes (an flock on its lock file); within one process `&mut` access serializes.
-    pub fn lock(&self, wait: Duration) -> Result<SessionLock<'_>, StoreError> {
-        let deadline = Instant::now() + wait;
-        loop {
-            match self.lock_file.try_lock() {
-                Ok(()) => {
-                    return Ok(SessionLock {
-                        file: &self.lock_file,
-                    });
-                }
-                Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(fs::TryLockError::WouldBlock) => {
-                    let id = self
-                        .path
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    return Err(StoreError::LockTimeout(id));
-                }
-                Err(fs::TryLockError::Error(e)) => {
-                    return Err(write_err(&self.path.join("lock"))(e));
-                }
-            }
-        }
     }
 
     /// Replace `name` with `bytes` atomically: a reader sees the old content or the new, never
@@ -163,24 +118,13 @@ mod tests {
     }
 
     #[test]
-    fn a_second_lock_times_out_and_is_granted_after_release() {
+    fn the_directory_is_locked_for_the_sessions_life() {
         let root = tempfile::tempdir().unwrap();
         let dir = SessionDir::create(root.path(), "s2").unwrap();
-        let held = dir.lock(Duration::from_millis(10)).unwrap();
-        // Another process's view of the same session: its own open of the lock file.
-        let other_dir = SessionDir {
-            path: dir.path.clone(),
-            lock_file: OpenOptions::new()
-                .write(true)
-                .open(dir.path.join("lock"))
-                .unwrap(),
-            transcript: open_append(&dir.path.join(TRANSCRIPT)).unwrap(),
-            _owner: None,
-        };
-        let other = other_dir.lock(Duration::from_millis(30));
-        assert!(matches!(other, Err(StoreError::LockTimeout(ref id)) if id == "s2"));
-        drop(held);
-        assert!(dir.lock(Duration::from_millis(10)).is_ok());
+        assert!(!crate::sandbox::stale::owner_gone(&dir.path));
+        let path = dir.path.clone();
+        drop(dir);
+        assert!(crate::sandbox::stale::owner_gone(&path));
     }
 
     #[test]

@@ -6,6 +6,8 @@
 
 use serde_json::{Value, json};
 
+use crate::json;
+
 /// The user's turn `text`.
 pub fn user_message(text: &str, timestamp: &str) -> Value {
     json!({
@@ -53,7 +55,9 @@ pub fn tool_result(
     })
 }
 
-/// The call `index` and its result as two lines, ready to append.
+/// The call `index` and its result as two lines, ready to append: the text of
+/// [`tool_call`] and [`tool_result`] as `serde_json` writes them, written directly (the result
+/// is escaped twice, once as JSON, once as the text of the message: see [`crate::json`]).
 pub fn call_lines(
     index: u64,
     tool: &str,
@@ -62,14 +66,34 @@ pub fn call_lines(
     is_error: bool,
     timestamp: &str,
 ) -> Vec<u8> {
-    let call = tool_call(index, tool, arguments, timestamp);
-    let result = tool_result(index, tool, result, is_error, timestamp);
-    let mut out = Vec::with_capacity(256);
-    for line in [call, result] {
-        // Writing a Value into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut out, &line);
-        out.push(b'\n');
+    let result_text = json::to_vec(result);
+    let mut out = Vec::with_capacity(2 * result_text.len() + 512);
+    let id = call_id(index);
+    // The keys in the order serde_json writes `tool_call`'s and `tool_result`'s maps (sorted).
+    out.extend_from_slice(br#"{"message":{"content":[{"arguments":"#);
+    json::write_value(&mut out, arguments);
+    out.extend_from_slice(br#","id":"#);
+    json::write_str(&mut out, &id);
+    out.extend_from_slice(br#","name":"#);
+    json::write_str(&mut out, tool);
+    out.extend_from_slice(br#","type":"toolCall"}],"role":"assistant"},"timestamp":"#);
+    json::write_str(&mut out, timestamp);
+    out.extend_from_slice(b",\"type\":\"message\"}\n");
+    out.extend_from_slice(br#"{"message":{"content":[{"text":"#);
+    // The result's text is its JSON, which is UTF-8 (serde_json's strings are).
+    match std::str::from_utf8(&result_text) {
+        Ok(text) => json::write_str(&mut out, text),
+        Err(_) => json::write_str(&mut out, &String::from_utf8_lossy(&result_text)),
     }
+    out.extend_from_slice(br#","type":"text"}],"isError":"#);
+    out.extend_from_slice(if is_error { b"true" } else { b"false" });
+    out.extend_from_slice(br#","role":"toolResult","toolCallId":"#);
+    json::write_str(&mut out, &id);
+    out.extend_from_slice(br#","toolName":"#);
+    json::write_str(&mut out, tool);
+    out.extend_from_slice(br#"},"timestamp":"#);
+    json::write_str(&mut out, timestamp);
+    out.extend_from_slice(b",\"type\":\"message\"}\n");
     out
 }
 
@@ -99,5 +123,34 @@ mod tests {
         let result = tool_result(3, "write", &json!({"ok": true}), false, "t");
         assert_eq!(result["message"]["toolCallId"], item["id"]);
         assert_eq!(result["message"]["role"], "toolResult");
+    }
+
+    #[test]
+    fn call_lines_are_the_messages_as_serde_json_writes_them() {
+        let args = json!({"path": "a \"b\".txt", "content": "x\ny\t\u{1}é"});
+        for (result, is_error) in [
+            (
+                json!({"ok": true, "content": "line\n\"q\" \\", "action_index": 3}),
+                false,
+            ),
+            (
+                json!({"ok": false, "error": {"category": "not_found"}}),
+                true,
+            ),
+        ] {
+            let mut expected = Vec::new();
+            for line in [
+                tool_call(3, "read", &args, "2026-03-02T09:00:03Z"),
+                tool_result(3, "read", &result, is_error, "2026-03-02T09:00:03Z"),
+            ] {
+                serde_json::to_writer(&mut expected, &line).unwrap();
+                expected.push(b'\n');
+            }
+            let lines = call_lines(3, "read", &args, &result, is_error, "2026-03-02T09:00:03Z");
+            assert_eq!(
+                String::from_utf8(lines).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+        }
     }
 }

@@ -447,7 +447,7 @@ fn open_regular(loc: &Located) -> Result<(File, FileStat), FsError> {
     }
 }
 
-/// A regular file's whole content, refused past [`MAX_FILE_BYTES`].
+/// A regular file's whole content, refused past [`MAX_FILE_BYTES`], with where it was found.
 fn load(
     root: &WorkspaceRoot,
     path: &AgentPath,
@@ -460,6 +460,48 @@ fn load(
         }
         e => fs_error(e, &path.raw, Access::Read),
     })?;
+    let content = read_regular(file, &st, path, tool)?;
+    Ok((loc, content, st))
+}
+
+/// A regular file's whole content, when only the content is wanted: the short way when it
+/// works (see [`open_regular_directly`]), else [`load`]'s, which names every problem.
+fn load_content(root: &WorkspaceRoot, path: &AgentPath, tool: &str) -> Result<Vec<u8>, ToolError> {
+    match open_regular_directly(root, &path.rel) {
+        Some((file, st)) => read_regular(file, &st, path, tool),
+        None => load(root, path, tool).map(|(_, content, _)| content),
+    }
+}
+
+/// Open `rel` in one `openat2` from the root, the kernel following the relative symbolic
+/// links that stay beneath it and refusing everything else, and keep it if it is a regular
+/// file. `None` on any error or any other type: the caller takes the long way, which checks the
+/// type before opening. Opening first is safe here: no workspace holds a device (overlays
+/// mounted in a user namespace do not open them, copies leave them out, and a sandbox cannot
+/// make one), and a FIFO opened for reading without blocking is only closed again.
+fn open_regular_directly(root: &WorkspaceRoot, rel: &Path) -> Option<(File, FileStat)> {
+    if rel.as_os_str().is_empty() {
+        return None;
+    }
+    let fd = open_at(
+        root.dir(),
+        rel,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+        0,
+        BENEATH,
+    )
+    .ok()?;
+    let st = fstat(&fd).ok()?;
+    (kind(&st) == SFlag::S_IFREG).then(|| (File::from(fd), st))
+}
+
+/// Read an opened regular file whole, refused past [`MAX_FILE_BYTES`].
+fn read_regular(
+    file: File,
+    st: &FileStat,
+    path: &AgentPath,
+    tool: &str,
+) -> Result<Vec<u8>, ToolError> {
     let too_large = |size: u64| {
         ToolError::too_large(format!(
             "`{}` is {size} bytes, over the {} MiB that {tool} handles: use exec (head, sed, \
@@ -476,7 +518,7 @@ fn load(
     if content.len() as u64 > MAX_FILE_BYTES {
         return Err(too_large(content.len() as u64));
     }
-    Ok((loc, content, st))
+    Ok(content)
 }
 
 fn is_binary(content: &[u8]) -> bool {
@@ -789,7 +831,7 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
         .opt_uint(&["limit"], 1)?
         .map_or(READ_DEFAULT_LINES, |l| l as usize);
     let path = parse_path(root, raw)?;
-    let (_, content, _) = load(root, &path, "read")?;
+    let content = load_content(root, &path, "read")?;
     if is_binary(&content) {
         return Err(ToolError::invalid_argument(format!(
             "`{}` is a binary file ({} bytes): read shows text only",
@@ -797,9 +839,12 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
             content.len()
         )));
     }
-    let text = String::from_utf8_lossy(&content);
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let total = lines.len();
+    // Valid UTF-8 is checked first: far faster than the lossy walk, which only invalid text needs.
+    let text = match std::str::from_utf8(&content) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(&content),
+    };
+    let total = line_count(&text);
     if offset > total.max(1) {
         return Err(ToolError::invalid_argument(format!(
             "`offset` {offset} is past the end of `{}`, which has {total} line(s)",
@@ -807,10 +852,47 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
         )));
     }
     let start = offset - 1;
+    let (out, end, cut) = if start == 0 && total <= limit && text.len() <= READ_MAX_OUTPUT_BYTES {
+        // The whole file fits: no need to cut it into lines.
+        (text.into_owned(), total, false)
+    } else {
+        lines_window(&text, start, limit)
+    };
+    let mut result = json!({
+        "path": path.shown(),
+        "content": out,
+        "offset": offset,
+        "lines": end - start,
+        "total_lines": total,
+        "truncated": end < total || cut,
+    });
+    if end < total {
+        result["next_offset"] = json!(end + 1);
+    }
+    Ok(result)
+}
+
+/// The number of lines of `text`, as `split_inclusive('\n')` cuts them (a last line without
+/// its newline counts).
+fn line_count(text: &str) -> usize {
+    // Counted per block of 32 bytes into a byte (at most 32): vector compares and sums.
+    let blocks = text.as_bytes().chunks_exact(32);
+    let tail = blocks.remainder().iter().filter(|&&b| b == b'\n').count();
+    let newlines: usize = blocks
+        .map(|block| usize::from(block.iter().map(|&b| u8::from(b == b'\n')).sum::<u8>()))
+        .sum();
+    newlines + tail + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
+/// Lines `start..` (0-based) of `text`, at most `limit` of them and at most
+/// [`READ_MAX_OUTPUT_BYTES`] (a first line longer than that is cut): the text, the index of the
+/// first line not shown, and whether a line was cut.
+fn lines_window(text: &str, start: usize, limit: usize) -> (String, usize, bool) {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut out = String::new();
     let mut end = start;
     let mut cut = false;
-    while end < total && end - start < limit {
+    while end < lines.len() && end - start < limit {
         let line = lines[end];
         if out.len() + line.len() > READ_MAX_OUTPUT_BYTES {
             if end == start {
@@ -828,18 +910,7 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
         out.push_str(line);
         end += 1;
     }
-    let mut result = json!({
-        "path": path.shown(),
-        "content": out,
-        "offset": offset,
-        "lines": end - start,
-        "total_lines": total,
-        "truncated": end < total || cut,
-    });
-    if end < total {
-        result["next_offset"] = json!(end + 1);
-    }
-    Ok(result)
+    (out, end, cut)
 }
 
 fn write(root: &WorkspaceRoot, args: &Value, now: SystemTime) -> Result<Value, ToolError> {
@@ -1679,6 +1750,20 @@ mod tests {
     use std::time::Duration;
 
     const SENTINEL: &str = "SENTINEL-SECRET-7f3a\n";
+
+    #[test]
+    fn the_whole_file_shortcut_agrees_with_the_line_window() {
+        let long = "line\n".repeat(40) + "end";
+        for text in ["", "a", "a\n", "a\nb", "a\n\nb\n", "\n", "é\nü", &long] {
+            assert_eq!(
+                line_count(text),
+                text.split_inclusive('\n').count(),
+                "{text:?}"
+            );
+            let (out, end, cut) = lines_window(text, 0, READ_DEFAULT_LINES);
+            assert_eq!((out.as_str(), end, cut), (text, line_count(text), false));
+        }
+    }
 
     fn now() -> SystemTime {
         UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789)

@@ -120,10 +120,6 @@ impl ToolError {
         )
     }
 
-    pub fn lock_timeout(message: impl Into<String>) -> Self {
-        Self::new(ErrorCategory::LockTimeout, message)
-    }
-
     pub fn session_not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorCategory::SessionNotFound, message)
     }
