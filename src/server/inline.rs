@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use crate::spec::env::EnvSpec;
-use crate::spec::is_plain_name;
 use crate::spec::task::{TaskError, TaskSpec};
+use crate::spec::{FileError, is_plain_name};
 use crate::verify::Expected;
 
 /// The keys of an inline task that are not `task.toml`'s.
@@ -171,13 +171,13 @@ fn write_files(field: &str, files: &Value, root: &Path) -> Result<(), ApiError> 
 /// A task that does not check out, named as the request's fields (no server paths).
 fn invalid(e: &TaskError) -> ApiError {
     match e {
-        TaskError::Invalid {
+        TaskError::File(FileError::Invalid {
             key,
             problem,
             expected,
             ..
-        } => ApiError::bad_request(format!("field `task.{key}` {problem}; expected {expected}")),
-        TaskError::Syntax { key, message, .. } => ApiError::bad_request(format!(
+        }) => ApiError::bad_request(format!("field `task.{key}` {problem}; expected {expected}")),
+        TaskError::File(FileError::Syntax { key, message, .. }) => ApiError::bad_request(format!(
             "field `task{}`: {message}",
             key.as_ref().map(|k| format!(".{k}")).unwrap_or_default()
         )),

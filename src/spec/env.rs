@@ -19,13 +19,12 @@
 //! time_step_secs = 60                    # seconds per action; 0 freezes the clock
 //! ```
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::located::{self, Check, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
+use super::located::{self, Check, FileError, PLAIN_NAME, TomlFile};
 use super::policy::{Policy, PolicyError};
 use super::skill::{self, SkillError, SkillSpec};
 use super::time::Timestamp;
@@ -54,40 +53,12 @@ pub const MAX_TIME_STEP_SECS: u64 = 86_400;
 /// Why an environment could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(
         "{dir} is not an environment: it has no env.toml; expected a directory holding env.toml, docs.md and files/"
     )]
     NotAnEnvironment { dir: PathBuf },
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{file}, line {line}, column {column}{}: {message}", key_part(.key))]
-    Syntax {
-        file: PathBuf,
-        /// The key on the offending line, when there is one.
-        key: Option<String>,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{file}, line {line}: `{key}` {problem}; expected {expected}")]
-    Invalid {
-        file: PathBuf,
-        key: String,
-        line: usize,
-        problem: String,
-        expected: String,
-    },
-    /// A file or directory of the environment's layout is missing or of the wrong kind.
-    #[error("{path} {problem}; expected {expected}")]
-    Layout {
-        path: PathBuf,
-        problem: String,
-        expected: String,
-    },
     #[error("{file}, line {line}: `policy` names `{policy}`, which cannot be loaded")]
     Policy {
         file: PathBuf,
@@ -151,46 +122,38 @@ impl EnvSpec {
     /// Load and validate the environment in `dir` (`env.toml`, `docs.md`, `files/`).
     pub fn load(dir: impl AsRef<Path>) -> Result<EnvSpec, EnvError> {
         let given = dir.as_ref();
-        let dir = std::fs::canonicalize(given).map_err(|source| EnvError::Read {
-            path: given.to_path_buf(),
-            source,
-        })?;
+        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
         let file = dir.join("env.toml");
         if !file.is_file() {
             return Err(EnvError::NotAnEnvironment { dir });
         }
-        let text = read(&file)?;
+        let text = located::read_text(&file)?;
         let toml = TomlFile {
             path: &file,
             text: &text,
         };
-        let raw: RawEnv = toml.parse().map_err(|p| syntax(&file, p))?;
-        let check = Check {
-            toml: &toml,
-            make: |file, key, line, problem, expected| EnvError::Invalid {
-                file,
-                key,
-                line,
-                problem,
-                expected,
-            },
-        };
+        let raw: RawEnv = toml.parse().map_err(|p| FileError::syntax(&file, p))?;
+        let check = Check { toml: &toml };
 
         let name = raw.name.get_ref();
         if !located::is_plain_name(name) {
-            return Err(check.invalid("name", raw.name.span(), format!("is `{name}`"), PLAIN_NAME));
+            return Err(check
+                .invalid("name", raw.name.span(), format!("is `{name}`"), PLAIN_NAME)
+                .into());
         }
         let dir_name = located::dir_name(&dir);
         if dir_name.as_deref() != Some(name.as_str()) {
-            return Err(check.invalid(
-                "name",
-                raw.name.span(),
-                format!(
-                    "is `{name}` but the directory is `{}`",
-                    dir_name.unwrap_or_default()
-                ),
-                "the environment's directory name, so that `ENV/TASK_ID` finds it",
-            ));
+            return Err(check
+                .invalid(
+                    "name",
+                    raw.name.span(),
+                    format!(
+                        "is `{name}` but the directory is `{}`",
+                        dir_name.unwrap_or_default()
+                    ),
+                    "the environment's directory name, so that `ENV/TASK_ID` finds it",
+                )
+                .into());
         }
         let description = check.non_empty("description", &raw.description)?;
 
@@ -204,7 +167,7 @@ impl EnvSpec {
                         p.span(),
                         format!("is the absolute path `{value}`"),
                         "a bundled policy's name or a .toml path relative to the environment's directory",
-                    ));
+                    ).into());
                 }
                 value.clone()
             }
@@ -217,30 +180,36 @@ impl EnvSpec {
                 for tool in list.get_ref() {
                     let t = tool.get_ref();
                     if !BUILTIN_TOOLS.contains(&t.as_str()) {
-                        return Err(check.invalid(
-                            "tools",
-                            tool.span(),
-                            format!("lists `{t}`, which is not a built-in tool"),
-                            &format!("some of {}", quoted_list(&BUILTIN_TOOLS)),
-                        ));
+                        return Err(check
+                            .invalid(
+                                "tools",
+                                tool.span(),
+                                format!("lists `{t}`, which is not a built-in tool"),
+                                &format!("some of {}", quoted_list(&BUILTIN_TOOLS)),
+                            )
+                            .into());
                     }
                     if tools.contains(t) {
-                        return Err(check.invalid(
-                            "tools",
-                            tool.span(),
-                            format!("lists `{t}` twice"),
-                            "each tool at most once",
-                        ));
+                        return Err(check
+                            .invalid(
+                                "tools",
+                                tool.span(),
+                                format!("lists `{t}` twice"),
+                                "each tool at most once",
+                            )
+                            .into());
                     }
                     tools.push(t.clone());
                 }
                 if tools.is_empty() {
-                    return Err(check.invalid(
-                        "tools",
-                        list.span(),
-                        "is empty".into(),
-                        "at least one tool (leave `tools` out to offer them all)",
-                    ));
+                    return Err(check
+                        .invalid(
+                            "tools",
+                            list.span(),
+                            "is empty".into(),
+                            "at least one tool (leave `tools` out to offer them all)",
+                        )
+                        .into());
                 }
                 tools
             }
@@ -251,20 +220,24 @@ impl EnvSpec {
             for entry in list.get_ref() {
                 let s = entry.get_ref();
                 if !skill::is_skill_name(s) {
-                    return Err(check.invalid(
-                        "skills",
-                        entry.span(),
-                        format!("lists `{s}`"),
-                        skill::SKILL_NAME,
-                    ));
+                    return Err(check
+                        .invalid(
+                            "skills",
+                            entry.span(),
+                            format!("lists `{s}`"),
+                            skill::SKILL_NAME,
+                        )
+                        .into());
                 }
                 if skills.contains(s) {
-                    return Err(check.invalid(
-                        "skills",
-                        entry.span(),
-                        format!("lists `{s}` twice"),
-                        "each skill at most once",
-                    ));
+                    return Err(check
+                        .invalid(
+                            "skills",
+                            entry.span(),
+                            format!("lists `{s}` twice"),
+                            "each skill at most once",
+                        )
+                        .into());
                 }
                 skills.push(s.clone());
             }
@@ -275,7 +248,7 @@ impl EnvSpec {
                     "offers skills but `tools` does not offer `skill`, the tool that calls them"
                         .into(),
                     "`skill` among the tools, or no skills",
-                ));
+                ).into());
             }
         }
 
@@ -295,7 +268,7 @@ impl EnvSpec {
                         &format!(
                             "an integer from 0 (a frozen clock) to {MAX_TIME_STEP_SECS} (a day per action)"
                         ),
-                    ));
+                    ).into());
                 }
                 v as u64
             }
@@ -303,23 +276,25 @@ impl EnvSpec {
 
         let docs_path = dir.join("docs.md");
         if !docs_path.is_file() {
-            return Err(EnvError::Layout {
+            return Err(FileError::Layout {
                 path: docs_path,
                 problem: "is missing".into(),
                 expected: "a Markdown file telling the agent about this environment".into(),
-            });
+            }
+            .into());
         }
-        let docs = read(&docs_path)?;
+        let docs = located::read_text(&docs_path)?;
         if docs.trim().is_empty() {
-            return Err(EnvError::Layout {
+            return Err(FileError::Layout {
                 path: docs_path,
                 problem: "is empty".into(),
                 expected: "a Markdown file telling the agent about this environment".into(),
-            });
+            }
+            .into());
         }
         let files = dir.join("files");
         if !files.is_dir() {
-            return Err(EnvError::Layout {
+            return Err(FileError::Layout {
                 problem: if files.exists() {
                     "is not a directory".into()
                 } else {
@@ -327,7 +302,8 @@ impl EnvSpec {
                 },
                 path: files,
                 expected: "a directory holding the initial workspace (it may be empty)".into(),
-            });
+            }
+            .into());
         }
 
         let env = EnvSpec {
@@ -410,26 +386,21 @@ impl EnvSpec {
         if !tasks.exists() {
             return Ok(Vec::new());
         }
-        let entries = std::fs::read_dir(&tasks).map_err(|source| EnvError::Read {
-            path: tasks.clone(),
-            source,
-        })?;
+        let entries = std::fs::read_dir(&tasks).map_err(FileError::read(&tasks))?;
         let mut ids = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|source| EnvError::Read {
-                path: tasks.clone(),
-                source,
-            })?;
+            let entry = entry.map_err(FileError::read(&tasks))?;
             let path = entry.path();
             if !path.is_dir() {
                 continue;
             }
             let Some(id) = entry.file_name().to_str().map(str::to_string) else {
-                return Err(EnvError::Layout {
+                return Err(FileError::Layout {
                     path,
                     problem: "has a name that is not UTF-8".into(),
                     expected: format!("task directories named with {PLAIN_NAME}"),
-                });
+                }
+                .into());
             };
             if !id.starts_with('.') {
                 ids.push(id);
@@ -495,23 +466,6 @@ pub(super) fn quoted_list(items: &[&str]) -> String {
         .map(|i| format!("`{i}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn read(path: &Path) -> Result<String, EnvError> {
-    std::fs::read_to_string(path).map_err(|source| EnvError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn syntax(file: &Path, p: SyntaxProblem) -> EnvError {
-    EnvError::Syntax {
-        file: file.to_path_buf(),
-        key: p.key,
-        line: p.line,
-        column: p.column,
-        message: p.message,
-    }
 }
 
 #[cfg(test)]
@@ -580,9 +534,9 @@ mod tests {
         let (ex, err) = load_edited("time_step_secs = 60", "time_step_sec = 60");
         let line = line_of(&env_toml(&ex), "time_step_sec");
         match &err {
-            EnvError::Syntax {
+            EnvError::File(FileError::Syntax {
                 file, key, line: l, ..
-            } => {
+            }) => {
                 assert!(file.ends_with("example/env.toml"));
                 assert_eq!(key.as_deref(), Some("time_step_sec"));
                 assert_eq!(*l, line);
@@ -628,12 +582,12 @@ mod tests {
             );
             let line = line_of(&env_toml(&ex), "base_time =");
             match &err {
-                EnvError::Invalid {
+                EnvError::File(FileError::Invalid {
                     key,
                     line: l,
                     expected,
                     ..
-                } => {
+                }) => {
                     assert_eq!(key, "base_time", "{bad}");
                     assert_eq!(*l, line, "{bad}");
                     assert!(expected.contains("RFC 3339"), "{bad}: {expected}");
@@ -663,7 +617,7 @@ mod tests {
         for bad in ["-1", "86401"] {
             let (_, err) = load_edited("time_step_secs = 60", &format!("time_step_secs = {bad}"));
             assert!(
-                matches!(&err, EnvError::Invalid { key, expected, .. }
+                matches!(&err, EnvError::File(FileError::Invalid { key, expected, .. })
                     if key == "time_step_secs" && expected.contains("86400")),
                 "{err}"
             );
@@ -676,7 +630,7 @@ mod tests {
         std::fs::remove_dir_all(ex.env_dir().join("files")).unwrap();
         let err = EnvSpec::load(ex.env_dir()).unwrap_err();
         assert!(
-            matches!(&err, EnvError::Layout { path, problem, .. }
+            matches!(&err, EnvError::File(FileError::Layout { path, problem, .. })
                 if path.ends_with("example/files") && problem == "is missing"),
             "{err}"
         );
@@ -704,20 +658,23 @@ mod tests {
         let err = EnvSpec::load(ex.env_dir()).unwrap_err();
         assert!(matches!(err, EnvError::NotAnEnvironment { .. }), "{err}");
         let err = EnvSpec::load(ex.tmp.path().join("nowhere")).unwrap_err();
-        assert!(matches!(err, EnvError::Read { .. }), "{err}");
+        assert!(
+            matches!(err, EnvError::File(FileError::Read { .. })),
+            "{err}"
+        );
     }
 
     #[test]
     fn the_name_must_be_the_directory_name() {
         let (_, err) = load_edited("name = \"example\"", "name = \"sample\"");
         assert!(
-            matches!(&err, EnvError::Invalid { key, line: 2, problem, .. }
+            matches!(&err, EnvError::File(FileError::Invalid { key, line: 2, problem, .. })
                 if key == "name" && problem.contains("`example`")),
             "{err}"
         );
         let (_, err) = load_edited("name = \"example\"", "name = \"../x\"");
         assert!(
-            matches!(&err, EnvError::Invalid { key, .. } if key == "name"),
+            matches!(&err, EnvError::File(FileError::Invalid { key, .. }) if key == "name"),
             "{err}"
         );
     }
@@ -727,12 +684,12 @@ mod tests {
         let (ex, err) = load_edited("\"read\", \"write\"", "\"read\", \"browser\"");
         let line = line_of(&env_toml(&ex), "browser");
         match &err {
-            EnvError::Invalid {
+            EnvError::File(FileError::Invalid {
                 key,
                 line: l,
                 expected,
                 ..
-            } => {
+            }) => {
                 assert_eq!(key, "tools");
                 assert_eq!(*l, line);
                 assert!(expected.contains("`apply_patch`"), "{expected}");
@@ -752,7 +709,7 @@ mod tests {
     fn skills_need_the_skill_tool() {
         let (_, err) = load_edited(", \"skill\"]", "]");
         assert!(
-            matches!(&err, EnvError::Invalid { key, problem, .. }
+            matches!(&err, EnvError::File(FileError::Invalid { key, problem, .. })
                 if key == "skills" && problem.contains("`skill`")),
             "{err}"
         );
@@ -791,7 +748,7 @@ mod tests {
         // A skill name that cannot be a directory is refused at load.
         let (_, err) = load_edited("[\"word-count\"]", "[\"../word-count\"]");
         assert!(
-            matches!(&err, EnvError::Invalid { key, .. } if key == "skills"),
+            matches!(&err, EnvError::File(FileError::Invalid { key, .. }) if key == "skills"),
             "{err}"
         );
     }
@@ -823,7 +780,7 @@ mod tests {
 
         let (_, err) = load_edited("policy = \"default\"", "policy = \"/etc/envcraft.toml\"");
         assert!(
-            matches!(&err, EnvError::Invalid { key, .. } if key == "policy"),
+            matches!(&err, EnvError::File(FileError::Invalid { key, .. }) if key == "policy"),
             "{err}"
         );
     }

@@ -1,11 +1,74 @@
 //! TOML and Markdown sources with line numbers: parsing a file into serde types with errors
-//! located by line, column and key, shared by the environment, task and skill formats (each
-//! turns a [`SyntaxProblem`] into its own error type).
+//! located by line, column and key, and [`FileError`], what can be wrong with a file of any of
+//! the environment, task and skill formats (each format's error wraps it beside its own).
 
+use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
+
+/// What can be wrong with a file of a spec format, whichever: it cannot be read, it is not where
+/// or what the layout wants, it is not TOML of the expected shape, or a value is out of bounds.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file or directory of the layout is missing, misplaced or of the wrong kind.
+    #[error("{path} {problem}; expected {expected}")]
+    Layout {
+        path: PathBuf,
+        problem: String,
+        expected: String,
+    },
+    #[error("{file}, line {line}, column {column}{}: {message}", key_part(.key))]
+    Syntax {
+        file: PathBuf,
+        /// The key on the offending line, when there is one.
+        key: Option<String>,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{file}, line {line}: `{key}` {problem}; expected {expected}")]
+    Invalid {
+        file: PathBuf,
+        key: String,
+        line: usize,
+        problem: String,
+        expected: String,
+    },
+}
+
+impl FileError {
+    /// The file at `path` could not be read.
+    pub(crate) fn read(path: &Path) -> impl FnOnce(io::Error) -> FileError + '_ {
+        move |source| FileError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// `file` is not TOML of the expected shape.
+    pub(crate) fn syntax(file: &Path, p: SyntaxProblem) -> FileError {
+        FileError::Syntax {
+            file: file.to_path_buf(),
+            key: p.key,
+            line: p.line,
+            column: p.column,
+            message: p.message,
+        }
+    }
+}
+
+/// The text of the file at `path`.
+pub(crate) fn read_text(path: &Path) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(FileError::read(path))
+}
 
 /// A file's text, and its path for error messages.
 pub(crate) struct TomlFile<'a> {
@@ -259,32 +322,30 @@ mod tests {
     }
 }
 
-/// Copies of the bundled example content for tests that change it.
-/// Checks of values read from one TOML file, building the caller's own error type with `make`
-/// (file, key, line, problem, expected).
-pub(crate) struct Check<'a, E> {
+/// Checks of values read from one TOML file.
+pub(crate) struct Check<'a> {
     pub toml: &'a TomlFile<'a>,
-    pub make: fn(PathBuf, String, usize, String, String) -> E,
 }
 
-impl<E> Check<'_, E> {
+impl Check<'_> {
+    /// `key` (at `span`) has `problem`; `expected` says what would do.
     pub fn invalid(
         &self,
         key: &str,
         span: std::ops::Range<usize>,
         problem: String,
         expected: &str,
-    ) -> E {
-        (self.make)(
-            self.toml.path.to_path_buf(),
-            key.to_string(),
-            self.toml.line(&span),
+    ) -> FileError {
+        FileError::Invalid {
+            file: self.toml.path.to_path_buf(),
+            key: key.to_string(),
+            line: self.toml.line(&span),
             problem,
-            expected.to_string(),
-        )
+            expected: expected.to_string(),
+        }
     }
 
-    pub fn non_empty(&self, key: &str, value: &toml::Spanned<String>) -> Result<String, E> {
+    pub fn non_empty(&self, key: &str, value: &toml::Spanned<String>) -> Result<String, FileError> {
         if value.get_ref().trim().is_empty() {
             return Err(self.invalid(key, value.span(), "is empty".into(), "a non-empty string"));
         }

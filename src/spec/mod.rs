@@ -18,6 +18,7 @@ pub mod task;
 pub mod time;
 
 pub use env::{EnvError, EnvSpec};
+pub use located::FileError;
 pub(crate) use located::is_plain_name;
 pub use skill::{SkillError, SkillSpec};
 pub use task::{TaskError, TaskSpec};

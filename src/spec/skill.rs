@@ -19,7 +19,6 @@
 //! block scalars, other keys) is refused with its line, so that what envcraft reads is what any
 //! YAML reader would read. The name must be the directory's name.
 
-use std::io;
 use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -28,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use toml::Spanned;
 
-use super::located::{SyntaxProblem, TomlFile, key_part};
+use super::located::{self, FileError, TomlFile};
 
 /// What a skill name may be (the Agent Skills rule), for error messages.
 pub const SKILL_NAME: &str = "a skill name: 1 to 64 lowercase ASCII letters, digits and single `-`, not starting or ending with `-`";
@@ -45,6 +44,8 @@ const FRONT_MATTER: &str = "SKILL.md to open with a front matter block: a `---` 
 /// Why a skill could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SkillError {
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("`{name}` is not {SKILL_NAME}")]
     BadName { name: String },
     #[error("no skill `{name}` under {root}; expected one of: {known}")]
@@ -54,38 +55,9 @@ pub enum SkillError {
         /// The skills that do exist there, quoted and comma-separated (`none` when empty).
         known: String,
     },
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// A file of the skill's layout is missing or of the wrong kind.
-    #[error("{path} {problem}; expected {expected}")]
-    Layout {
-        path: PathBuf,
-        problem: String,
-        expected: String,
-    },
     #[error("{file}, line {line}: {problem}; expected {expected}")]
     FrontMatter {
         file: PathBuf,
-        line: usize,
-        problem: String,
-        expected: String,
-    },
-    #[error("{file}, line {line}, column {column}{}: {message}", key_part(.key))]
-    Syntax {
-        file: PathBuf,
-        key: Option<String>,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{file}, line {line}: `{key}` {problem}; expected {expected}")]
-    Invalid {
-        file: PathBuf,
-        key: String,
         line: usize,
         problem: String,
         expected: String,
@@ -181,7 +153,7 @@ impl SkillSpec {
     /// The names of the skills under `skills_root` (directories holding a `SKILL.md`), sorted.
     pub fn names(skills_root: impl AsRef<Path>) -> Result<Vec<String>, SkillError> {
         let root = skills_root.as_ref();
-        let read_error = |source| SkillError::Read {
+        let read_error = |source| FileError::Read {
             path: root.to_path_buf(),
             source,
         };
@@ -202,10 +174,7 @@ impl SkillSpec {
     /// schema file when there is one).
     pub fn load(dir: impl AsRef<Path>) -> Result<SkillSpec, SkillError> {
         let given = dir.as_ref();
-        let dir = std::fs::canonicalize(given).map_err(|source| SkillError::Read {
-            path: given.to_path_buf(),
-            source,
-        })?;
+        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
         let doc_path = dir.join("SKILL.md");
         let toml_path = dir.join("skill.toml");
         for (path, expected) in [
@@ -216,15 +185,16 @@ impl SkillSpec {
             ),
         ] {
             if !path.is_file() {
-                return Err(SkillError::Layout {
+                return Err(FileError::Layout {
                     path: path.clone(),
                     problem: "is missing".into(),
                     expected: format!("a file: {expected}"),
-                });
+                }
+                .into());
             }
         }
 
-        let doc = read(&doc_path)?;
+        let doc = located::read_text(&doc_path)?;
         let front =
             front_matter(&doc).map_err(|(line, problem, expected)| SkillError::FrontMatter {
                 file: doc_path.clone(),
@@ -266,14 +236,14 @@ impl SkillSpec {
             ));
         }
 
-        let text = read(&toml_path)?;
+        let text = located::read_text(&toml_path)?;
         let toml = TomlFile {
             path: &toml_path,
             text: &text,
         };
-        let raw: RawSkill = toml.parse().map_err(|p| syntax(&toml_path, p))?;
+        let raw: RawSkill = toml.parse().map_err(|p| FileError::syntax(&toml_path, p))?;
         let invalid =
-            |key: &str, span: Range<usize>, problem: String, expected: &str| SkillError::Invalid {
+            |key: &str, span: Range<usize>, problem: String, expected: &str| FileError::Invalid {
                 file: toml_path.clone(),
                 key: key.to_string(),
                 line: toml.line(&span),
@@ -297,7 +267,8 @@ impl SkillSpec {
                     raw.executable.span(),
                     format!("names `{}`, which does not exist", executable.display()),
                     "an executable file in the skill's directory",
-                ));
+                )
+                .into());
             }
             Ok(meta) if !meta.is_file() => {
                 return Err(invalid(
@@ -308,7 +279,8 @@ impl SkillSpec {
                         executable.display()
                     ),
                     "an executable file in the skill's directory",
-                ));
+                )
+                .into());
             }
             Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
                 return Err(invalid(
@@ -320,7 +292,8 @@ impl SkillSpec {
                         meta.permissions().mode() & 0o7777
                     ),
                     "a file with its execute bits set (`chmod +x`)",
-                ));
+                )
+                .into());
             }
             Ok(_) => {}
         }
@@ -335,7 +308,8 @@ impl SkillSpec {
                         t.span(),
                         format!("is {v}"),
                         &format!("an integer from 1 to {MAX_TIMEOUT_SECS}"),
-                    ));
+                    )
+                    .into());
                 }
                 v as u64
             }
@@ -372,9 +346,10 @@ impl SkillSpec {
                         file.span(),
                         format!("names `{}`, which is not a file", relative.display()),
                         "a JSON file relative to the skill's directory, inside it",
-                    ));
+                    )
+                    .into());
                 }
-                let text = read(&path)?;
+                let text = located::read_text(&path)?;
                 let json: Value =
                     serde_json::from_str(&text).map_err(|e| SkillError::SchemaJson {
                         file: path.clone(),
@@ -396,16 +371,17 @@ impl SkillSpec {
                     file.span(),
                     "is given along with a `[schema]` table".into(),
                     "either `[schema]` or `schema_file`, not both",
-                ));
+                )
+                .into());
             }
             (None, None) => {
-                return Err(SkillError::Invalid {
+                return Err(FileError::Invalid {
                     file: toml_path.clone(),
                     key: "schema".into(),
                     line: 1,
                     problem: "is missing".into(),
                     expected: "a `[schema]` table (the arguments' JSON schema, as TOML) or `schema_file = \"schema.json\"`".into(),
-                });
+                }.into());
             }
         };
 
@@ -736,23 +712,6 @@ fn scalar(value: &str) -> Result<String, String> {
     Ok(text)
 }
 
-fn read(path: &Path) -> Result<String, SkillError> {
-    std::fs::read_to_string(path).map_err(|source| SkillError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn syntax(file: &Path, p: SyntaxProblem) -> SkillError {
-    SkillError::Syntax {
-        file: file.to_path_buf(),
-        key: p.key,
-        line: p.line,
-        column: p.column,
-        message: p.message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -904,12 +863,12 @@ mod tests {
     fn a_non_object_schema_is_refused() {
         let (ex, err) = load_with_toml("executable = \"run.py\"\n\n[schema]\ntype = \"array\"\n");
         match &err {
-            SkillError::Invalid {
+            SkillError::File(FileError::Invalid {
                 key,
                 line,
                 expected,
                 ..
-            } => {
+            }) => {
                 assert_eq!(key, "schema.type");
                 assert_eq!(*line, 3);
                 assert!(expected.contains("\"object\""), "{expected}");
@@ -919,7 +878,7 @@ mod tests {
         drop(ex);
         let (_, err) = load_with_toml("executable = \"run.py\"\nschema = [1, 2]\n");
         assert!(
-            matches!(&err, SkillError::Invalid { key, line: 2, .. } if key == "schema"),
+            matches!(&err, SkillError::File(FileError::Invalid { key, line: 2, .. }) if key == "schema"),
             "{err}"
         );
         let ex = Example::new();
@@ -967,14 +926,14 @@ mod tests {
     fn the_schema_comes_from_exactly_one_place() {
         let (_, err) = load_with_toml("executable = \"run.py\"\n");
         assert!(
-            matches!(&err, SkillError::Invalid { key, .. } if key == "schema"),
+            matches!(&err, SkillError::File(FileError::Invalid { key, .. }) if key == "schema"),
             "{err}"
         );
         let (_, err) = load_with_toml(&format!(
             "executable = \"run.py\"\nschema_file = \"schema.json\"\n{SCHEMA}"
         ));
         assert!(
-            matches!(&err, SkillError::Invalid { key, line: 2, .. } if key == "schema_file"),
+            matches!(&err, SkillError::File(FileError::Invalid { key, line: 2, .. }) if key == "schema_file"),
             "{err}"
         );
         let (_, err) = load_with_toml(&format!(
@@ -991,13 +950,13 @@ mod tests {
         let err = SkillSpec::load(word_count(&ex)).unwrap_err();
         let line = line_of(&word_count(&ex).join("skill.toml"), "executable =");
         match &err {
-            SkillError::Invalid {
+            SkillError::File(FileError::Invalid {
                 key,
                 line: l,
                 problem,
                 expected,
                 ..
-            } => {
+            }) => {
                 assert_eq!(key, "executable");
                 assert_eq!(*l, line);
                 assert!(problem.contains("not executable (mode 644)"), "{problem}");
@@ -1013,7 +972,7 @@ mod tests {
         ] {
             let (_, err) = load_with_toml(&format!("executable = \"{value}\"\n{SCHEMA}"));
             assert!(
-                matches!(&err, SkillError::Invalid { key, .. } if key == "executable"),
+                matches!(&err, SkillError::File(FileError::Invalid { key, .. }) if key == "executable"),
                 "{err}"
             );
             assert!(err.to_string().contains(problem), "{value}: {err}");
@@ -1036,7 +995,7 @@ mod tests {
     fn skill_toml_keys_are_checked() {
         let (_, err) = load_with_toml(&format!("executable = \"run.py\"\ntimeout = 5\n{SCHEMA}"));
         assert!(
-            matches!(&err, SkillError::Syntax { key: Some(k), line: 2, .. } if k == "timeout"),
+            matches!(&err, SkillError::File(FileError::Syntax { key: Some(k), line: 2, .. }) if k == "timeout"),
             "{err}"
         );
         assert!(err.to_string().contains("expected one of"), "{err}");
@@ -1044,7 +1003,7 @@ mod tests {
             "executable = \"run.py\"\ntimeout_secs = 0\n{SCHEMA}"
         ));
         assert!(
-            matches!(&err, SkillError::Invalid { key, line: 2, .. } if key == "timeout_secs"),
+            matches!(&err, SkillError::File(FileError::Invalid { key, line: 2, .. }) if key == "timeout_secs"),
             "{err}"
         );
     }

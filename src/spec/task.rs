@@ -29,7 +29,6 @@
 //! never decreasing, default 0) saying which turn's prompt the call answers; the tool must be
 //! one the environment offers.
 
-use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -38,7 +37,7 @@ use serde_json::Value;
 use toml::Spanned;
 
 use super::env::{self, EnvError, EnvSpec};
-use super::located::{self, Check, PLAIN_NAME, SyntaxProblem, TomlFile, key_part};
+use super::located::{self, Check, FileError, PLAIN_NAME, TomlFile};
 use super::time::Timestamp;
 
 /// A command verifier's time limit when `task.toml` does not say.
@@ -50,6 +49,8 @@ pub const MAX_VERIFIER_TIMEOUT_SECS: u64 = 86_400;
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
     Env(#[from] EnvError),
     #[error(
         "no task `{arg}`: tried {tried}; expected a task directory, ENV/TASK_ID, a ClawGym task folder or a PinchBench task file (.md)"
@@ -58,35 +59,6 @@ pub enum TaskError {
         arg: String,
         /// Each place tried and why it did not do, `; `-separated.
         tried: String,
-    },
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// A file or directory of the task's layout is missing, misplaced or of the wrong kind.
-    #[error("{path} {problem}; expected {expected}")]
-    Layout {
-        path: PathBuf,
-        problem: String,
-        expected: String,
-    },
-    #[error("{file}, line {line}, column {column}{}: {message}", key_part(.key))]
-    Syntax {
-        file: PathBuf,
-        key: Option<String>,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{file}, line {line}: `{key}` {problem}; expected {expected}")]
-    Invalid {
-        file: PathBuf,
-        key: String,
-        line: usize,
-        problem: String,
-        expected: String,
     },
     #[error("{file}, line {line}: {problem}; expected {expected}")]
     Solution {
@@ -245,22 +217,20 @@ impl TaskSpec {
     /// `ENV/tasks/ID/`).
     pub fn load(task_dir: impl AsRef<Path>) -> Result<TaskSpec, TaskError> {
         let given = task_dir.as_ref();
-        let dir = std::fs::canonicalize(given).map_err(|source| TaskError::Read {
-            path: given.to_path_buf(),
-            source,
-        })?;
+        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
         if !dir.join("task.toml").is_file() {
-            return Err(TaskError::Layout {
+            return Err(FileError::Layout {
                 path: dir,
                 problem: "has no task.toml".into(),
                 expected: "a task directory, ENV/tasks/ID/, holding task.toml".into(),
-            });
+            }
+            .into());
         }
         let env_dir = dir
             .parent()
             .filter(|tasks| tasks.file_name().is_some_and(|n| n == "tasks"))
             .and_then(Path::parent)
-            .ok_or_else(|| TaskError::Layout {
+            .ok_or_else(|| FileError::Layout {
                 path: dir.clone(),
                 problem: "is not inside a `tasks` directory".into(),
                 expected: "a task directory at ENV/tasks/ID/, beside ENV/env.toml".into(),
@@ -318,10 +288,7 @@ impl TaskSpec {
     /// Load the task in `dir` (anywhere, named as a task id) for the already loaded `env`:
     /// tasks that do not live in their environment's `tasks/` (the server's inline tasks).
     pub fn load_in_env(env: EnvSpec, dir: &Path) -> Result<TaskSpec, TaskError> {
-        let dir = std::fs::canonicalize(dir).map_err(|source| TaskError::Read {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        let dir = std::fs::canonicalize(dir).map_err(FileError::read(dir))?;
         TaskSpec::load_in(env, dir)
     }
 
@@ -329,43 +296,34 @@ impl TaskSpec {
     fn load_in(env: EnvSpec, dir: PathBuf) -> Result<TaskSpec, TaskError> {
         let id = located::dir_name(&dir).unwrap_or_default();
         if !located::is_plain_name(&id) {
-            return Err(TaskError::Layout {
+            return Err(FileError::Layout {
                 path: dir,
                 problem: "is not named as a task id".into(),
                 expected: format!("a directory name of {PLAIN_NAME}"),
-            });
+            }
+            .into());
         }
         let file = dir.join("task.toml");
-        let text = std::fs::read_to_string(&file).map_err(|source| TaskError::Read {
-            path: file.clone(),
-            source,
-        })?;
+        let text = located::read_text(&file)?;
         let toml = TomlFile {
             path: &file,
             text: &text,
         };
-        let raw: RawTask = toml.parse().map_err(|p| syntax(&file, p))?;
-        let check = Check {
-            toml: &toml,
-            make: |file, key, line, problem, expected| TaskError::Invalid {
-                file,
-                key,
-                line,
-                problem,
-                expected,
-            },
-        };
+        let raw: RawTask = toml.parse().map_err(|p| FileError::syntax(&file, p))?;
+        let check = Check { toml: &toml };
 
         let turns = match (&raw.prompt, &raw.turns) {
             (Some(prompt), None) => vec![check.prompt("prompt", prompt)?],
             (None, Some(turns)) => {
                 if turns.get_ref().is_empty() {
-                    return Err(check.invalid(
-                        "turns",
-                        turns.span(),
-                        "is empty".into(),
-                        "at least one `[[turns]]` table with a `prompt`",
-                    ));
+                    return Err(check
+                        .invalid(
+                            "turns",
+                            turns.span(),
+                            "is empty".into(),
+                            "at least one `[[turns]]` table with a `prompt`",
+                        )
+                        .into());
                 }
                 turns
                     .get_ref()
@@ -379,17 +337,18 @@ impl TaskSpec {
                     turns.span(),
                     "is given along with `prompt`".into(),
                     "either `prompt = \"...\"` for one intent or `[[turns]]` tables for a sequence, not both",
-                ));
+                ).into());
             }
             (None, None) => {
-                return Err(TaskError::Invalid {
+                return Err(FileError::Invalid {
                     file: file.clone(),
                     key: "prompt".into(),
                     line: 1,
                     problem: "is missing".into(),
                     expected: "`prompt = \"...\"` or `[[turns]]` tables each with a `prompt`"
                         .into(),
-                });
+                }
+                .into());
             }
         };
 
@@ -421,11 +380,12 @@ impl TaskSpec {
         let files = if files_dir.is_dir() {
             Some(files_dir)
         } else if files_dir.exists() {
-            return Err(TaskError::Layout {
+            return Err(FileError::Layout {
                 path: files_dir,
                 problem: "is not a directory".into(),
                 expected: "a directory of files laid over the environment's (or nothing)".into(),
-            });
+            }
+            .into());
         } else {
             None
         };
@@ -435,11 +395,12 @@ impl TaskSpec {
             read_solution(&solution_path, &env, turns.len())?;
             Some(solution_path)
         } else if solution_path.exists() {
-            return Err(TaskError::Layout {
+            return Err(FileError::Layout {
                 path: solution_path,
                 problem: "is not a file".into(),
                 expected: "a JSONL file of tool calls (or nothing)".into(),
-            });
+            }
+            .into());
         } else {
             None
         };
@@ -473,10 +434,7 @@ impl EnvSpec {
 fn read_solution(path: &Path, env: &EnvSpec, turns: usize) -> Result<Vec<SolutionStep>, TaskError> {
     const STEP: &str =
         "a JSON object {\"tool\": NAME, \"args\": {...}} with an optional \"turn\": N";
-    let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = located::read_text(path)?;
     let fail = |line: usize, problem: String, expected: &str| TaskError::Solution {
         file: path.to_path_buf(),
         line,
@@ -529,25 +487,17 @@ fn read_solution(path: &Path, env: &EnvSpec, turns: usize) -> Result<Vec<Solutio
     Ok(steps)
 }
 
-fn syntax(file: &Path, p: SyntaxProblem) -> TaskError {
-    TaskError::Syntax {
-        file: file.to_path_buf(),
-        key: p.key,
-        line: p.line,
-        column: p.column,
-        message: p.message,
-    }
-}
-
-impl Check<'_, TaskError> {
+impl Check<'_> {
     fn prompt(&self, key: &str, value: &Spanned<String>) -> Result<String, TaskError> {
         if value.get_ref().trim().is_empty() {
-            return Err(self.invalid(
-                key,
-                value.span(),
-                "is empty".into(),
-                "the request the agent is given, as non-empty text",
-            ));
+            return Err(self
+                .invalid(
+                    key,
+                    value.span(),
+                    "is empty".into(),
+                    "the request the agent is given, as non-empty text",
+                )
+                .into());
         }
         Ok(value.get_ref().clone())
     }
@@ -573,19 +523,17 @@ impl Check<'_, TaskError> {
         let command = match (&v.command, runs_command) {
             (Some(c), true) => Some(self.non_empty("verifier.command", c)?),
             (None, true) => {
-                return Err(self.invalid(
-                    "verifier.command",
-                    raw.span(),
-                    format!("is missing, which kind `{kind_name}` needs"),
-                    "`command = \"...\"`: the check to run over the final workspace",
-                ));
+                return Err(self
+                    .invalid(
+                        "verifier.command",
+                        raw.span(),
+                        format!("is missing, which kind `{kind_name}` needs"),
+                        "`command = \"...\"`: the check to run over the final workspace",
+                    )
+                    .into());
             }
             (Some(c), false) => {
-                return Err(unused(
-                    "verifier.command",
-                    c.span(),
-                    "`command` or `hybrid`",
-                ));
+                return Err(unused("verifier.command", c.span(), "`command` or `hybrid`").into());
             }
             (None, false) => None,
         };
@@ -593,21 +541,21 @@ impl Check<'_, TaskError> {
         let timeout_secs = match &v.timeout_secs {
             None => DEFAULT_VERIFIER_TIMEOUT_SECS,
             Some(t) if !runs_command => {
-                return Err(unused(
-                    "verifier.timeout_secs",
-                    t.span(),
-                    "`command` or `hybrid`",
-                ));
+                return Err(
+                    unused("verifier.timeout_secs", t.span(), "`command` or `hybrid`").into(),
+                );
             }
             Some(t) => {
                 let secs = *t.get_ref();
                 if !(1..=MAX_VERIFIER_TIMEOUT_SECS as i64).contains(&secs) {
-                    return Err(self.invalid(
-                        "verifier.timeout_secs",
-                        t.span(),
-                        format!("is {secs}"),
-                        &format!("an integer from 1 to {MAX_VERIFIER_TIMEOUT_SECS}"),
-                    ));
+                    return Err(self
+                        .invalid(
+                            "verifier.timeout_secs",
+                            t.span(),
+                            format!("is {secs}"),
+                            &format!("an integer from 1 to {MAX_VERIFIER_TIMEOUT_SECS}"),
+                        )
+                        .into());
                 }
                 secs as u64
             }
@@ -616,7 +564,7 @@ impl Check<'_, TaskError> {
         let extra = match &v.extra {
             None => ExtraFiles::Allow,
             Some(e) if kind == VerifierKind::Command => {
-                return Err(unused("verifier.extra", e.span(), "`manifest` or `hybrid`"));
+                return Err(unused("verifier.extra", e.span(), "`manifest` or `hybrid`").into());
             }
             Some(e) => *e.get_ref(),
         };
@@ -634,12 +582,14 @@ impl Check<'_, TaskError> {
                 ] {
                     let x = *value.get_ref();
                     if !x.is_finite() || x < 0.0 {
-                        return Err(self.invalid(
-                            key,
-                            value.span(),
-                            format!("is {x}"),
-                            "a finite, non-negative weight",
-                        ));
+                        return Err(self
+                            .invalid(
+                                key,
+                                value.span(),
+                                format!("is {x}"),
+                                "a finite, non-negative weight",
+                            )
+                            .into());
                     }
                 }
                 let weights = Weights {
@@ -647,27 +597,27 @@ impl Check<'_, TaskError> {
                     command: *raw_weights.command.get_ref(),
                 };
                 if weights.manifest + weights.command <= 0.0 {
-                    return Err(self.invalid(
-                        "verifier.weights",
-                        w.span(),
-                        "sums to 0".into(),
-                        "weights with a positive sum",
-                    ));
+                    return Err(self
+                        .invalid(
+                            "verifier.weights",
+                            w.span(),
+                            "sums to 0".into(),
+                            "weights with a positive sum",
+                        )
+                        .into());
                 }
                 Some(weights)
             }
-            (Some(w), _) => return Err(unused("verifier.weights", w.span(), "`hybrid`")),
+            (Some(w), _) => return Err(unused("verifier.weights", w.span(), "`hybrid`").into()),
             (None, _) => None,
         };
 
         let grader_dir = match &v.grader_dir {
             None => "grader".to_string(),
             Some(d) if !runs_command => {
-                return Err(unused(
-                    "verifier.grader_dir",
-                    d.span(),
-                    "`command` or `hybrid`",
-                ));
+                return Err(
+                    unused("verifier.grader_dir", d.span(), "`command` or `hybrid`").into(),
+                );
             }
             Some(d) => {
                 let dir = d.get_ref();
@@ -677,12 +627,14 @@ impl Check<'_, TaskError> {
                         .split('/')
                         .all(|c| !c.is_empty() && c != "." && c != "..");
                 if !plain {
-                    return Err(self.invalid(
-                        "verifier.grader_dir",
-                        d.span(),
-                        format!("is `{dir}`"),
-                        "a relative directory inside the workspace, without `.` or `..`",
-                    ));
+                    return Err(self
+                        .invalid(
+                            "verifier.grader_dir",
+                            d.span(),
+                            format!("is `{dir}`"),
+                            "a relative directory inside the workspace, without `.` or `..`",
+                        )
+                        .into());
                 }
                 dir.clone()
             }
@@ -717,7 +669,7 @@ mod tests {
 
     fn invalid_key(err: &TaskError) -> (&str, usize) {
         match err {
-            TaskError::Invalid { key, line, .. } => (key, *line),
+            TaskError::File(FileError::Invalid { key, line, .. }) => (key, *line),
             other => panic!("unexpected {other}"),
         }
     }
@@ -846,7 +798,7 @@ mod tests {
         ex.edit(&ex.env_dir().join("env.toml"), "name =", "nmae =");
         let err = TaskSpec::load(ex.task_dir("extract-todos")).unwrap_err();
         assert!(
-            matches!(&err, TaskError::Env(EnvError::Syntax { key: Some(k), .. }) if k == "nmae"),
+            matches!(&err, TaskError::Env(EnvError::File(FileError::Syntax { key: Some(k), .. })) if k == "nmae"),
             "{err}"
         );
     }
@@ -886,7 +838,7 @@ mod tests {
             load_text("prompt = \"p\"\n\n[verifier]\nkind = \"manifest\"\nextar = \"deny\"\n");
         let err = result.unwrap_err();
         match &err {
-            TaskError::Syntax { key, line, .. } => {
+            TaskError::File(FileError::Syntax { key, line, .. }) => {
                 assert_eq!(key.as_deref(), Some("verifier.extar"));
                 assert_eq!(*line, 5);
             }
