@@ -43,7 +43,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
     let create_us = creating.elapsed().as_micros() as u64;
-    let mut actions = Vec::new();
+    let mut actions = ActionLog::default();
     for step in steps {
         match step {
             Step::Call {
@@ -53,7 +53,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
             } => {
                 while turn.is_some_and(|t| t > session.turn()) {
                     let prompt = session.next_turn()?;
-                    actions.push(json!({"next_turn": prompt}));
+                    actions.push(&json!({"next_turn": prompt}));
                     if prompt.is_none() {
                         break;
                     }
@@ -61,11 +61,11 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
                 let began = Instant::now();
                 let result = session.call(&tool, &call_args);
                 let duration_us = began.elapsed().as_micros() as u64;
-                actions.push(json!({"tool": tool, "args": call_args, "result": result, "duration_us": duration_us}));
+                actions.push(&json!({"tool": tool, "args": call_args, "result": result, "duration_us": duration_us}));
             }
             Step::NextTurn => {
                 let prompt = session.next_turn()?;
-                actions.push(json!({"next_turn": prompt}));
+                actions.push(&json!({"next_turn": prompt}));
             }
         }
     }
@@ -83,10 +83,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
             json!({"reward": null, "passed": null, "checks": [], "verifier_error": crate::error::chain(&e)})
         }
     };
-    let failed = actions
-        .iter()
-        .filter(|a| a["result"]["ok"] == Value::Bool(false))
-        .count();
+    let failed = actions.failed;
     let session_id = session.id().to_string();
     let enforced = session.enforced().clone();
     let closing = Instant::now();
@@ -99,7 +96,6 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         "passed": verdict["passed"],
         "checks": verdict["checks"],
         "verifier_error": verdict.get("verifier_error"),
-        "actions": actions,
         "failed_calls": failed,
         "changes": changes,
         "enforced": enforced,
@@ -110,8 +106,15 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     });
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
-        writeln!(out).map_err(Error::Output)?;
+        // `actions` first (the keys in serde_json's order), then the rest of the report.
+        let rest = crate::json::to_vec(&report);
+        let mut text = Vec::with_capacity(actions.text.len() + rest.len() + 16);
+        text.extend_from_slice(b"{\"actions\":[");
+        text.extend_from_slice(&actions.text);
+        text.extend_from_slice(b"],");
+        text.extend_from_slice(&rest[1..]);
+        text.push(b'\n');
+        out.write_all(&text).map_err(Error::Output)?;
     } else {
         let reward = match report["reward"].as_f64() {
             Some(r) => format!("reward {r:.3}"),
@@ -121,7 +124,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
             out,
             "{}: {reward}; {} calls ({} failed); added {}, modified {}, deleted {}",
             report["task"].as_str().unwrap_or_default(),
-            report["actions"].as_array().map(Vec::len).unwrap_or(0),
+            actions.count,
             failed,
             changes.added.len(),
             changes.modified.len(),
@@ -130,4 +133,27 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         .map_err(Error::Output)?;
     }
     Ok(0)
+}
+
+/// The actions replayed so far, as the items of the report's JSON array, each written when it is
+/// made: a result may hold a whole file, and a long trajectory held as JSON values would cost
+/// far more memory (and the page faults of that growth would land in the next call's timing).
+#[derive(Default)]
+struct ActionLog {
+    text: Vec<u8>,
+    count: usize,
+    failed: usize,
+}
+
+impl ActionLog {
+    fn push(&mut self, action: &Value) {
+        if self.count > 0 {
+            self.text.push(b',');
+        }
+        crate::json::write_value(&mut self.text, action);
+        self.count += 1;
+        if action["result"]["ok"] == Value::Bool(false) {
+            self.failed += 1;
+        }
+    }
 }
