@@ -473,14 +473,18 @@ fn load_content(root: &WorkspaceRoot, path: &AgentPath, tool: &str) -> Result<Ve
     }
 }
 
-/// Open `rel` in one `openat2` from the root, the kernel following the relative symbolic
-/// links that stay beneath it and refusing everything else, and keep it if it is a regular
-/// file. `None` on any error or any other type: the caller takes the long way, which checks the
-/// type before opening. Opening first is safe here: no workspace holds a device (overlays
-/// mounted in a user namespace do not open them, copies leave them out, and a sandbox cannot
-/// make one), and a FIFO opened for reading without blocking is only closed again.
+/// Open `rel` from the root in one `openat2` (the kernel follows the relative symbolic links
+/// that stay beneath it and refuses everything else) if a `stat` of it says it is a regular
+/// file, and keep it if `fstat` agrees. `None` on any error or any other type: the caller takes
+/// the long way, which names every problem. The `stat` comes first so that a FIFO is never
+/// opened (opening one would release a writer blocked on it); it reads nothing but the type,
+/// and only the `openat2` decides what is reached.
 fn open_regular_directly(root: &WorkspaceRoot, rel: &Path) -> Option<(File, FileStat)> {
     if rel.as_os_str().is_empty() {
+        return None;
+    }
+    let before = fstatat(root.dir(), rel, AtFlags::empty()).ok()?;
+    if kind(&before) != SFlag::S_IFREG {
         return None;
     }
     let fd = open_at(
@@ -2482,6 +2486,38 @@ mod tests {
         let r = f.ok("ls", json!({}));
         assert_eq!(r["entries"][0]["type"], "fifo");
         assert_eq!(r["entries"][1]["type"], "socket");
+    }
+
+    #[test]
+    fn reading_a_fifo_never_opens_it() {
+        // A writer blocked opening the FIFO would be released by any open for reading (and then
+        // get EPIPE): the tools look at the type first.
+        let f = fixture();
+        let fifo = f.ws().join("fifo");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o644)).unwrap();
+        let (opened, seen) = std::sync::mpsc::channel();
+        let writer_path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            let file = std::fs::OpenOptions::new().write(true).open(&writer_path);
+            let _ = opened.send(());
+            file
+        });
+        for path in ["fifo", "./fifo", "/workspace/fifo"] {
+            let e = f.err("read", json!({"path": path}));
+            assert_eq!(e.category, ErrorCategory::InvalidArgument, "{path}");
+        }
+        assert!(
+            seen.recv_timeout(Duration::from_millis(200)).is_err(),
+            "read opened the FIFO"
+        );
+        // Release the writer.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        assert!(writer.join().unwrap().is_ok());
     }
 
     // --- read-only workspaces -----------------------------------------------------------------
