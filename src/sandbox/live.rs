@@ -197,7 +197,6 @@ impl Sandbox {
         state_root: &Path,
         seed: Option<(OwnedFd, WorkspaceKind)>,
     ) -> Result<Sandbox, SandboxError> {
-        super::stale::sweep_once(state_root);
         let state = tempfile::Builder::new()
             .prefix("envcraft-")
             .tempdir_in(state_root)
@@ -221,6 +220,7 @@ impl Sandbox {
         let seccomp = Program::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
+            super::stale::sweep_once(state_root);
             return Sandbox::start_on_host(plan, seccomp, (state, owner), cgroup, seed);
         }
         if let Some((_, kind)) = &seed
@@ -335,6 +335,10 @@ impl Sandbox {
             .map_err(os("start the sandbox"))?;
         drop((membership, home));
         sandbox.cgroup = cgroup;
+        // What killed runs left behind is swept while the init builds the root (this process
+        // has nothing else to do until then): off the path to the command's start. Our own
+        // state directory is marked as alive and our cgroup is new, so neither is swept.
+        super::stale::sweep_once(state_root);
         // Not waiting for Ready: requests queue behind the setup, and its reports are read as
         // they come (see `absorb`).
         Ok(sandbox)
