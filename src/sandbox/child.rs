@@ -9,7 +9,7 @@
 //! |---|-----|------|----------|
 //! | 1 | init | reset ignored signals to their defaults; wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
-//! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
+//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
@@ -34,6 +34,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -100,6 +101,14 @@ impl StateDirs {
     }
     pub fn root(&self) -> PathBuf {
         self.base.join("root")
+    }
+    /// The empty file bound over masked files.
+    pub fn mask_file(&self) -> PathBuf {
+        self.base.join("empty")
+    }
+    /// The empty directory (mode 000) bound over masked directories.
+    pub fn mask_dir(&self) -> PathBuf {
+        self.base.join("masked")
     }
 }
 
@@ -181,7 +190,10 @@ fn init_steps(
         Some("size=1m,mode=0700"),
     )
     .step("mount the scratch tmpfs")?;
-    for dir in [dirs.layer(), dirs.view(), dirs.root()] {
+    for dir in [dirs.layer(), dirs.view(), dirs.root()]
+        .into_iter()
+        .chain((0..plan.lowers.len()).map(|i| dirs.lower(i)))
+    {
         fs::create_dir(&dir).step("create the mountpoints")?;
     }
     let layer = dirs.layer();
@@ -197,7 +209,28 @@ fn init_steps(
     for d in ["upper", "work"] {
         fs::create_dir(layer.join(d)).step("create the upper layer")?;
     }
-    fs::write(dirs.base.join("empty"), b"").step("create the mask file")?;
+    fs::write(dirs.mask_file(), b"").step("create the mask file")?;
+    fs::DirBuilder::new()
+        .mode(0o000)
+        .create(dirs.mask_dir())
+        .step("create the mask directory")?;
+    // Nothing more is made in the scratch tmpfs itself (the layer is a mount of its own): it
+    // becomes read-only, so that a bind of the masks (or of anything else in it) is read-only,
+    // nosuid, nodev and noexec from the start: a bind mount takes the flags of the mount it
+    // comes from, and needs no remount of its own.
+    mount(
+        None::<&str>,
+        &dirs.base,
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .step("make the scratch tmpfs read-only")?;
     // A fork starts from its parent's changes: an upper layer (whiteouts and opaque
     // directories included) copied into ours before the overlay is mounted, or a full copy.
     let seed_path = seed
@@ -215,11 +248,11 @@ fn init_steps(
     // 4. The template's layers, read-only, as the lower layers, and their union (the view the
     // changes are measured against).
     for (i, layer) in plan.lowers.iter().enumerate() {
-        fs::create_dir(dirs.lower(i)).step("create the mountpoints")?;
         bind(layer, &dirs.lower(i), true).step("bind the template read-only")?;
     }
     if plan.lowers.len() == 1 {
-        bind(&dirs.lower(0), &dirs.view(), true).step("bind the template view")?;
+        // A bind of the read-only lower0 is read-only as it is (it takes lower0's flags).
+        bind(&dirs.lower(0), &dirs.view(), false).step("bind the template view")?;
     } else {
         chdir(&dirs.base).step("enter the state directory")?;
         let opts = format!("lowerdir={},userxattr", lowerdir(plan.lowers.len()));
@@ -249,7 +282,7 @@ fn init_steps(
         if let MountStep::Workspace { path, writable } = step {
             kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
         } else {
-            apply_mount(step, &root, &dirs.base, &plan.workspace)?;
+            apply_mount(step, &root, dirs, &plan.workspace)?;
         }
     }
 
@@ -717,7 +750,7 @@ fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()
 fn apply_mount(
     step: &MountStep,
     root: &Path,
-    scratch: &Path,
+    dirs: &StateDirs,
     workspace: &Path,
 ) -> Result<(), StepError> {
     match step {
@@ -739,19 +772,14 @@ fn apply_mount(
             std::os::unix::fs::symlink(target, &link).step(&format!("symlink {}", path.display()))
         }
         MountStep::Mask { path, dir } => {
-            let target = below(root, path);
-            if *dir {
-                tmpfs(
-                    &target,
-                    4096,
-                    0o000,
-                    MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC,
-                )
-                .step(&format!("mask {}", path.display()))
+            // An empty file, or an empty directory of mode 000, bound from the read-only
+            // scratch tmpfs: read-only, nosuid, nodev and noexec as bound (see step 3).
+            let source = if *dir {
+                dirs.mask_dir()
             } else {
-                bind(&scratch.join("empty"), &target, true)
-                    .step(&format!("mask {}", path.display()))
-            }
+                dirs.mask_file()
+            };
+            bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
         }
         MountStep::Tmpfs { path, bytes, mode } => {
             let target = below(root, path);
