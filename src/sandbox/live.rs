@@ -1094,13 +1094,21 @@ impl Sandbox {
         // Whether something may still run in the cgroup (without namespaces, what commands
         // left behind; with them, only if the init did not report it empty).
         let mut sweep_cgroup = true;
+        if let Backend::Namespaced { channel, .. } = &self.backend {
+            let _ = channel.send(&Report::Shutdown, &[]);
+            if self.ready {
+                // The init is past pivot_root: it never uses the state directory's path again,
+                // and the layer has been read. The directory goes while the init stops, rather
+                // than after.
+                self.release_state();
+            }
+        }
         if let Backend::Namespaced {
             init,
             pidfd,
             channel,
         } = &self.backend
         {
-            let _ = channel.send(&Report::Shutdown, &[]);
             // The init kills and reaps everything else, leaves the cgroup and says so at once
             // (it may have said so already, after the last command: see `exec_last`); if it
             // cannot leave the cgroup, its exit is what empties it. Either is given a second,
@@ -1131,13 +1139,18 @@ impl Sandbox {
             cg.kill_all();
         }
         self.cgroup = None; // removes the cgroup
+        self.release_state();
+        if let Some(init) = reap {
+            let _ = waitpid(init, None);
+        }
+    }
+
+    /// Close the layer's descriptors and remove the state directory.
+    fn release_state(&mut self) {
         self.layer = None;
         self.workspace_root = None;
         self.view = None;
         self.state = None; // removes the state directory
-        if let Some(init) = reap {
-            let _ = waitpid(init, None);
-        }
     }
 }
 /// Whether closing a sandbox waits for its init's exit.
