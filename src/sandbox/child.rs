@@ -13,7 +13,7 @@
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
-//! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
+//! | 7 | init | hostname, loopback up (done while waiting for `Go` in step 1, reported here) | UTS and network namespaces are ours, with every capability in them, from the clone on: neither needs the uid/gid maps, so this overlaps the parent's writing them |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
 //! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
@@ -158,6 +158,10 @@ fn init_steps(
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
     sys::reset_ignored_signals().step("reset ignored signals")?;
+    // Step 7's work is done here, while the parent writes our uid/gid maps: neither the
+    // hostname nor loopback needs them (the UTS and network namespaces are ours, with every
+    // capability in them, from the clone on). Its outcome is reported at step 7, as before.
+    let own_host_and_loopback = own_hostname_and_loopback(plan);
     let (go, fds) = wait_for_any(channel)?;
     let Report::Go { seed: seed_kind } = go else {
         return Err(fail(
@@ -303,11 +307,8 @@ fn init_steps(
         .step("send the layer")?;
     drop((layer_fd, workspace_fd, view_fd));
 
-    // 7. Our own hostname and loopback.
-    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
-    if plan.network_namespace {
-        sys::loopback_up().step("bring loopback up")?;
-    }
+    // 7. Our own hostname and loopback (set while waiting for `Go`).
+    own_host_and_loopback?;
 
     // 8. Enter the new root; the host's tree is detached.
     chdir(&root).step("enter the new root")?;
@@ -363,6 +364,15 @@ fn init_steps(
     serve(landlock, plan, channel)?;
     stop(home, channel);
     Ok(0)
+}
+
+/// Set the sandbox's hostname and bring its loopback up (step 7).
+fn own_hostname_and_loopback(plan: &Plan) -> Result<(), StepError> {
+    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
+    if plan.network_namespace {
+        sys::loopback_up().step("bring loopback up")?;
+    }
+    Ok(())
 }
 
 /// The init's last step: kill and reap every other process in the PID namespace, move back to
