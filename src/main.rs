@@ -1,7 +1,5 @@
 //! The `envcraft` binary: parse the command line, set up logging, dispatch, exit.
 
-use clap::Parser;
-
 /// Allocations pause while a sandbox is cloned, so the child never inherits a held allocator
 /// lock (see `envcraft::sys::CloneSafeAlloc`).
 #[global_allocator]
@@ -9,7 +7,7 @@ static ALLOCATOR: envcraft::sys::CloneSafeAlloc = envcraft::sys::CloneSafeAlloc;
 
 fn main() {
     envcraft::sys::keep_freed_heap(32 << 20);
-    let cli = envcraft::cli::Cli::parse();
+    let cli = envcraft::cli::Cli::parse_process_args();
     let filter = tracing_subscriber::EnvFilter::try_from_env("ENVCRAFT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()

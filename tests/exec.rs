@@ -403,6 +403,43 @@ fn the_command_runs_without_capabilities_under_one_seccomp_program() {
     }
 }
 
+/// What the policy hides is masked by read-only, nosuid, nodev, noexec mounts (an empty file,
+/// an empty directory of mode 000) that the command can neither write nor list.
+#[test]
+fn masks_are_read_only_empty_and_unlistable() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let script = r#"for m in /etc/shadow /etc/ssh; do
+  awk -v m="$m" '$5 == m { print m, $6 }' /proc/self/mountinfo
+done
+stat -c '%n %s %a' /etc/shadow
+stat -c '%n %a' /etc/ssh
+ls /etc/ssh >/dev/null 2>&1 && echo LISTED
+: > /etc/shadow 2>/dev/null && echo WROTE
+mkdir /etc/ssh/x 2>/dev/null && echo MADE
+exit 0"#;
+    let r = Exec::new(t.path()).run(&["sh", "-c", script]);
+    r.assert_ran();
+    for mask in ["/etc/shadow", "/etc/ssh"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{mask} ")) && l.contains(','))
+            .unwrap_or_else(|| panic!("{mask} is not a mount: {}", r.describe()));
+        let flags: Vec<&str> = line.split_whitespace().nth(1).unwrap().split(',').collect();
+        for flag in ["ro", "nosuid", "nodev", "noexec"] {
+            assert!(flags.contains(&flag), "{mask}: {flag} missing in {line}");
+        }
+    }
+    assert!(r.stdout.contains("/etc/shadow 0 "), "{}", r.describe());
+    assert!(r.stdout.contains("/etc/ssh 0\n"), "{}", r.describe());
+    for bad in ["LISTED", "WROTE", "MADE"] {
+        assert!(!r.stdout.contains(bad), "{bad}: {}", r.describe());
+    }
+}
+
 /// Commands start as on any system: SIGPIPE at its default (envcraft's runtime ignores it, and
 /// an ignored signal would stay ignored across execve), nothing blocked, no descriptor of the
 /// sandbox's init beyond stdio.

@@ -56,6 +56,8 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         },
         inherit_stdin: !args.json,
         keep_changes: args.keep_changes,
+        // Only the JSON outcome shows them.
+        read_changes: args.json,
         ..RunOptions::default()
     };
     let outcome = sandbox::execute(&policy, &request, &options)?;

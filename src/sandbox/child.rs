@@ -9,11 +9,11 @@
 //! |---|-----|------|----------|
 //! | 1 | init | reset ignored signals to their defaults; wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
-//! | 3 | init | scratch tmpfs over the state dir; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk |
+//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
-//! | 7 | init | hostname, loopback up | UTS and network namespaces are ours |
+//! | 7 | init | hostname, loopback up (done while waiting for `Go` in step 1, reported here) | UTS and network namespaces are ours, with every capability in them, from the clone on: neither needs the uid/gid maps, so this overlaps the parent's writing them |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
 //! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
@@ -34,6 +34,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -101,6 +102,14 @@ impl StateDirs {
     pub fn root(&self) -> PathBuf {
         self.base.join("root")
     }
+    /// The empty file bound over masked files.
+    pub fn mask_file(&self) -> PathBuf {
+        self.base.join("empty")
+    }
+    /// The empty directory (mode 000) bound over masked directories.
+    pub fn mask_dir(&self) -> PathBuf {
+        self.base.join("masked")
+    }
 }
 
 /// The standard streams the command gets.
@@ -149,6 +158,10 @@ fn init_steps(
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
     sys::reset_ignored_signals().step("reset ignored signals")?;
+    // Step 7's work is done here, while the parent writes our uid/gid maps: neither the
+    // hostname nor loopback needs them (the UTS and network namespaces are ours, with every
+    // capability in them, from the clone on). Its outcome is reported at step 7, as before.
+    let own_host_and_loopback = own_hostname_and_loopback(plan);
     let (go, fds) = wait_for_any(channel)?;
     let Report::Go { seed: seed_kind } = go else {
         return Err(fail(
@@ -181,7 +194,10 @@ fn init_steps(
         Some("size=1m,mode=0700"),
     )
     .step("mount the scratch tmpfs")?;
-    for dir in [dirs.layer(), dirs.view(), dirs.root()] {
+    for dir in [dirs.layer(), dirs.view(), dirs.root()]
+        .into_iter()
+        .chain((0..plan.lowers.len()).map(|i| dirs.lower(i)))
+    {
         fs::create_dir(&dir).step("create the mountpoints")?;
     }
     let layer = dirs.layer();
@@ -197,7 +213,28 @@ fn init_steps(
     for d in ["upper", "work"] {
         fs::create_dir(layer.join(d)).step("create the upper layer")?;
     }
-    fs::write(dirs.base.join("empty"), b"").step("create the mask file")?;
+    fs::write(dirs.mask_file(), b"").step("create the mask file")?;
+    fs::DirBuilder::new()
+        .mode(0o000)
+        .create(dirs.mask_dir())
+        .step("create the mask directory")?;
+    // Nothing more is made in the scratch tmpfs itself (the layer is a mount of its own): it
+    // becomes read-only, so that a bind of the masks (or of anything else in it) is read-only,
+    // nosuid, nodev and noexec from the start: a bind mount takes the flags of the mount it
+    // comes from, and needs no remount of its own.
+    mount(
+        None::<&str>,
+        &dirs.base,
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .step("make the scratch tmpfs read-only")?;
     // A fork starts from its parent's changes: an upper layer (whiteouts and opaque
     // directories included) copied into ours before the overlay is mounted, or a full copy.
     let seed_path = seed
@@ -215,11 +252,11 @@ fn init_steps(
     // 4. The template's layers, read-only, as the lower layers, and their union (the view the
     // changes are measured against).
     for (i, layer) in plan.lowers.iter().enumerate() {
-        fs::create_dir(dirs.lower(i)).step("create the mountpoints")?;
         bind(layer, &dirs.lower(i), true).step("bind the template read-only")?;
     }
     if plan.lowers.len() == 1 {
-        bind(&dirs.lower(0), &dirs.view(), true).step("bind the template view")?;
+        // A bind of the read-only lower0 is read-only as it is (it takes lower0's flags).
+        bind(&dirs.lower(0), &dirs.view(), false).step("bind the template view")?;
     } else {
         chdir(&dirs.base).step("enter the state directory")?;
         let opts = format!("lowerdir={},userxattr", lowerdir(plan.lowers.len()));
@@ -249,7 +286,7 @@ fn init_steps(
         if let MountStep::Workspace { path, writable } = step {
             kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
         } else {
-            apply_mount(step, &root, &dirs.base, &plan.workspace)?;
+            apply_mount(step, &root, dirs, &plan.workspace)?;
         }
     }
 
@@ -270,11 +307,8 @@ fn init_steps(
         .step("send the layer")?;
     drop((layer_fd, workspace_fd, view_fd));
 
-    // 7. Our own hostname and loopback.
-    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
-    if plan.network_namespace {
-        sys::loopback_up().step("bring loopback up")?;
-    }
+    // 7. Our own hostname and loopback (set while waiting for `Go`).
+    own_host_and_loopback?;
 
     // 8. Enter the new root; the host's tree is detached.
     chdir(&root).step("enter the new root")?;
@@ -330,6 +364,15 @@ fn init_steps(
     serve(landlock, plan, channel)?;
     stop(home, channel);
     Ok(0)
+}
+
+/// Set the sandbox's hostname and bring its loopback up (step 7).
+fn own_hostname_and_loopback(plan: &Plan) -> Result<(), StepError> {
+    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
+    if plan.network_namespace {
+        sys::loopback_up().step("bring loopback up")?;
+    }
+    Ok(())
 }
 
 /// The init's last step: kill and reap every other process in the PID namespace, move back to
@@ -717,7 +760,7 @@ fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()
 fn apply_mount(
     step: &MountStep,
     root: &Path,
-    scratch: &Path,
+    dirs: &StateDirs,
     workspace: &Path,
 ) -> Result<(), StepError> {
     match step {
@@ -739,19 +782,14 @@ fn apply_mount(
             std::os::unix::fs::symlink(target, &link).step(&format!("symlink {}", path.display()))
         }
         MountStep::Mask { path, dir } => {
-            let target = below(root, path);
-            if *dir {
-                tmpfs(
-                    &target,
-                    4096,
-                    0o000,
-                    MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC,
-                )
-                .step(&format!("mask {}", path.display()))
+            // An empty file, or an empty directory of mode 000, bound from the read-only
+            // scratch tmpfs: read-only, nosuid, nodev and noexec as bound (see step 3).
+            let source = if *dir {
+                dirs.mask_dir()
             } else {
-                bind(&scratch.join("empty"), &target, true)
-                    .step(&format!("mask {}", path.display()))
-            }
+                dirs.mask_file()
+            };
+            bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
         }
         MountStep::Tmpfs { path, bytes, mode } => {
             let target = below(root, path);

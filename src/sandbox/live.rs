@@ -197,7 +197,6 @@ impl Sandbox {
         state_root: &Path,
         seed: Option<(OwnedFd, WorkspaceKind)>,
     ) -> Result<Sandbox, SandboxError> {
-        super::stale::sweep_once(state_root);
         let state = tempfile::Builder::new()
             .prefix("envcraft-")
             .tempdir_in(state_root)
@@ -221,6 +220,7 @@ impl Sandbox {
         let seccomp = Program::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
+            super::stale::sweep_once(state_root);
             return Sandbox::start_on_host(plan, seccomp, (state, owner), cgroup, seed);
         }
         if let Some((_, kind)) = &seed
@@ -335,6 +335,10 @@ impl Sandbox {
             .map_err(os("start the sandbox"))?;
         drop((membership, home));
         sandbox.cgroup = cgroup;
+        // What killed runs left behind is swept while the init builds the root (this process
+        // has nothing else to do until then): off the path to the command's start. Our own
+        // state directory is marked as alive and our cgroup is new, so neither is swept.
+        super::stale::sweep_once(state_root);
         // Not waiting for Ready: requests queue behind the setup, and its reports are read as
         // they come (see `absorb`).
         Ok(sandbox)
@@ -1090,13 +1094,21 @@ impl Sandbox {
         // Whether something may still run in the cgroup (without namespaces, what commands
         // left behind; with them, only if the init did not report it empty).
         let mut sweep_cgroup = true;
+        if let Backend::Namespaced { channel, .. } = &self.backend {
+            let _ = channel.send(&Report::Shutdown, &[]);
+            if self.ready {
+                // The init is past pivot_root: it never uses the state directory's path again,
+                // and the layer has been read. The directory goes while the init stops, rather
+                // than after.
+                self.release_state();
+            }
+        }
         if let Backend::Namespaced {
             init,
             pidfd,
             channel,
         } = &self.backend
         {
-            let _ = channel.send(&Report::Shutdown, &[]);
             // The init kills and reaps everything else, leaves the cgroup and says so at once
             // (it may have said so already, after the last command: see `exec_last`); if it
             // cannot leave the cgroup, its exit is what empties it. Either is given a second,
@@ -1127,13 +1139,18 @@ impl Sandbox {
             cg.kill_all();
         }
         self.cgroup = None; // removes the cgroup
+        self.release_state();
+        if let Some(init) = reap {
+            let _ = waitpid(init, None);
+        }
+    }
+
+    /// Close the layer's descriptors and remove the state directory.
+    fn release_state(&mut self) {
         self.layer = None;
         self.workspace_root = None;
         self.view = None;
         self.state = None; // removes the state directory
-        if let Some(init) = reap {
-            let _ = waitpid(init, None);
-        }
     }
 }
 /// Whether closing a sandbox waits for its init's exit.

@@ -111,6 +111,10 @@ pub struct RunOptions {
     pub inherit_stdin: bool,
     /// Copy the changed files out here after the run.
     pub keep_changes: Option<PathBuf>,
+    /// Read the workspace's changes into [`Outcome::changes`] (else they are left unread and
+    /// reported empty: for a caller that does not look at them, such as `envcraft exec`
+    /// without `--json`). They are read anyway when `keep_changes` asks for them.
+    pub read_changes: bool,
     /// Where per-run state directories are made: `ENVCRAFT_STATE_DIR`, else the user's
     /// runtime directory (`XDG_RUNTIME_DIR`), else `/dev/shm`, else the system temp dir. A
     /// memory-backed place keeps a run's one mkdir/rmdir cheap (ext4 with online discard makes
@@ -124,6 +128,7 @@ impl Default for RunOptions {
             output: OutputMode::Capture,
             inherit_stdin: false,
             keep_changes: None,
+            read_changes: true,
             state_root: default_state_root(),
         }
     }
@@ -191,6 +196,7 @@ pub struct Outcome {
     pub stderr_truncated: bool,
     pub duration_ms: u64,
     pub enforced: Enforced,
+    /// Empty unless [`RunOptions::read_changes`] (or `keep_changes`) asked for them.
     pub changes: Changes,
 }
 
@@ -291,7 +297,11 @@ pub fn execute(
         },
         output: options.output,
     })?;
-    let changes = sandbox.changes()?;
+    let changes = if options.read_changes || options.keep_changes.is_some() {
+        sandbox.changes()?
+    } else {
+        Changes::default()
+    };
     if let Some(out) = &options.keep_changes {
         sandbox.keep_changes(&changes, out)?;
     }
