@@ -53,6 +53,60 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
 pub fn write_str(out: &mut Vec<u8>, text: &str) {
     out.reserve(text.len() + 2);
     out.push(b'"');
+    escape(out, text, Escape::Once);
+    out.push(b'"');
+}
+
+/// Append the JSON text of `value` escaped as the inside of a JSON string (no quotes around):
+/// what [`write_str`] makes of [`to_vec`]'s text, in one pass over each string (a transcript
+/// stores a tool's result as the text of a message).
+pub fn write_value_as_text(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        // Literals and numbers hold nothing to escape.
+        Value::Null | Value::Bool(_) | Value::Number(_) => write_value(out, value),
+        Value::String(s) => write_str_as_text(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value_as_text(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str_as_text(out, key);
+                out.push(b':');
+                write_value_as_text(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// A JSON string inside a JSON string: its quotes escaped, its content escaped twice.
+fn write_str_as_text(out: &mut Vec<u8>, text: &str) {
+    out.reserve(text.len() + 4);
+    out.extend_from_slice(b"\\\"");
+    escape(out, text, Escape::Twice);
+    out.extend_from_slice(b"\\\"");
+}
+
+/// How many times a string's content is escaped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    Once,
+    Twice,
+}
+
+/// Append `text` escaped (without quotes): clean blocks copied whole, the rest a byte at a time.
+fn escape(out: &mut Vec<u8>, text: &str, times: Escape) {
     let bytes = text.as_bytes();
     // `clean` is where the bytes not yet copied start.
     let mut clean = 0;
@@ -62,7 +116,8 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
         // A block holding a byte to escape, or the last few bytes: one at a time.
         let end = (at + BLOCK).min(bytes.len());
         for (i, &b) in bytes.iter().enumerate().take(end).skip(at) {
-            let escape: &[u8] = match b {
+            let unicode: [u8; 6];
+            let once: &[u8] = match b {
                 b'"' => b"\\\"",
                 b'\\' => b"\\\\",
                 b'\n' => b"\\n",
@@ -71,23 +126,36 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
                 0x08 => b"\\b",
                 0x0c => b"\\f",
                 0x00..=0x1f => {
-                    out.extend_from_slice(&bytes[clean..i]);
-                    out.extend_from_slice(b"\\u00");
-                    out.push(HEX[usize::from(b >> 4)]);
-                    out.push(HEX[usize::from(b & 0xf)]);
-                    clean = i + 1;
-                    continue;
+                    unicode = [
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 0xf)],
+                    ];
+                    &unicode
                 }
                 _ => continue,
             };
             out.extend_from_slice(&bytes[clean..i]);
-            out.extend_from_slice(escape);
+            match times {
+                Escape::Once => out.extend_from_slice(once),
+                // The escape sequence escaped again: only its `\` and `"` need it.
+                Escape::Twice => {
+                    for &c in once {
+                        if c == b'\\' || c == b'"' {
+                            out.push(b'\\');
+                        }
+                        out.push(c);
+                    }
+                }
+            }
             clean = i + 1;
         }
         at = end;
     }
     out.extend_from_slice(&bytes[clean..]);
-    out.push(b'"');
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -152,6 +220,27 @@ mod tests {
             "z".repeat(17)
         )));
         same_as_serde(&json!(""));
+    }
+
+    #[test]
+    fn values_as_text_are_their_json_escaped_again() {
+        let mut texts: Vec<String> = (0u32..0x80)
+            .chain([0xa2, 0x2028])
+            .map(|c| format!("a{}b", char::from_u32(c).unwrap()))
+            .collect();
+        texts.push("x".repeat(4096) + "\"\\\n\u{1}");
+        for text in texts {
+            let value = json!({"content": text, "ok": true, "n": [1, -2.5, null], "k\"ey": {}});
+            let mut once = Vec::new();
+            write_str(&mut once, std::str::from_utf8(&to_vec(&value)).unwrap());
+            let mut direct = vec![b'"'];
+            write_value_as_text(&mut direct, &value);
+            direct.push(b'"');
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(once).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -66,8 +66,7 @@ pub fn call_lines(
     is_error: bool,
     timestamp: &str,
 ) -> Vec<u8> {
-    let result_text = json::to_vec(result);
-    let mut out = Vec::with_capacity(2 * result_text.len() + 512);
+    let mut out = Vec::with_capacity(512);
     let id = call_id(index);
     // The keys in the order serde_json writes `tool_call`'s and `tool_result`'s maps (sorted).
     out.extend_from_slice(br#"{"message":{"content":[{"arguments":"#);
@@ -80,11 +79,10 @@ pub fn call_lines(
     json::write_str(&mut out, timestamp);
     out.extend_from_slice(b",\"type\":\"message\"}\n");
     out.extend_from_slice(br#"{"message":{"content":[{"text":"#);
-    // The result's text is its JSON, which is UTF-8 (serde_json's strings are).
-    match std::str::from_utf8(&result_text) {
-        Ok(text) => json::write_str(&mut out, text),
-        Err(_) => json::write_str(&mut out, &String::from_utf8_lossy(&result_text)),
-    }
+    // The result's text is its JSON: written escaped, in one pass.
+    out.push(b'"');
+    json::write_value_as_text(&mut out, result);
+    out.push(b'"');
     out.extend_from_slice(br#","type":"text"}],"isError":"#);
     out.extend_from_slice(if is_error { b"true" } else { b"false" });
     out.extend_from_slice(br#","role":"toolResult","toolCallId":"#);

@@ -843,12 +843,11 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
             content.len()
         )));
     }
-    // Valid UTF-8 is checked first: far faster than the lossy walk, which only invalid text needs.
-    let text = match std::str::from_utf8(&content) {
-        Ok(text) => std::borrow::Cow::Borrowed(text),
-        Err(_) => String::from_utf8_lossy(&content),
-    };
-    let total = line_count(&text);
+    // Valid UTF-8 becomes the text as it is (no copy); only invalid text takes the lossy walk
+    // (which changes neither the newlines nor the last byte's being one).
+    let total = line_count(&content);
+    let text = String::from_utf8(content)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     if offset > total.max(1) {
         return Err(ToolError::invalid_argument(format!(
             "`offset` {offset} is past the end of `{}`, which has {total} line(s)",
@@ -858,7 +857,7 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
     let start = offset - 1;
     let (out, end, cut) = if start == 0 && total <= limit && text.len() <= READ_MAX_OUTPUT_BYTES {
         // The whole file fits: no need to cut it into lines.
-        (text.into_owned(), total, false)
+        (text, total, false)
     } else {
         lines_window(&text, start, limit)
     };
@@ -876,16 +875,17 @@ fn read(root: &WorkspaceRoot, args: &Value) -> Result<Value, ToolError> {
     Ok(result)
 }
 
-/// The number of lines of `text`, as `split_inclusive('\n')` cuts them (a last line without
-/// its newline counts).
-fn line_count(text: &str) -> usize {
+/// The number of lines of `content`, as `split_inclusive('\n')` cuts its text (a last line
+/// without its newline counts).
+fn line_count(content: &[u8]) -> usize {
     // Counted per block of 32 bytes into a byte (at most 32): vector compares and sums.
-    let blocks = text.as_bytes().chunks_exact(32);
+    let blocks = content.chunks_exact(32);
     let tail = blocks.remainder().iter().filter(|&&b| b == b'\n').count();
     let newlines: usize = blocks
         .map(|block| usize::from(block.iter().map(|&b| u8::from(b == b'\n')).sum::<u8>()))
         .sum();
-    newlines + tail + usize::from(!text.is_empty() && !text.ends_with('\n'))
+    let unterminated = content.last().is_some_and(|&b| b != b'\n');
+    newlines + tail + usize::from(unterminated)
 }
 
 /// Lines `start..` (0-based) of `text`, at most `limit` of them and at most
@@ -1759,13 +1759,10 @@ mod tests {
     fn the_whole_file_shortcut_agrees_with_the_line_window() {
         let long = "line\n".repeat(40) + "end";
         for text in ["", "a", "a\n", "a\nb", "a\n\nb\n", "\n", "é\nü", &long] {
-            assert_eq!(
-                line_count(text),
-                text.split_inclusive('\n').count(),
-                "{text:?}"
-            );
+            let lines = line_count(text.as_bytes());
+            assert_eq!(lines, text.split_inclusive('\n').count(), "{text:?}");
             let (out, end, cut) = lines_window(text, 0, READ_DEFAULT_LINES);
-            assert_eq!((out.as_str(), end, cut), (text, line_count(text), false));
+            assert_eq!((out.as_str(), end, cut), (text, lines, false));
         }
     }
 
