@@ -1,8 +1,9 @@
 //! JSON text of `serde_json` values, byte for byte what `serde_json` writes (keys in the map's
 //! order, the same escapes, numbers by `serde_json` itself), with strings scanned in blocks of
-//! 32 bytes (vector compares). A tool result holds whole files and is written twice per call (as the answer, and in
-//! the transcript as the text of a `toolResult`, escaped again), so escaping is most of the
-//! cost of a file call; `serde_json` looks at strings a byte at a time.
+//! 32 bytes (vector compares). A tool result holds whole files and is written twice per call
+//! (as the answer, and in the transcript as the text of a `toolResult`, escaped again), so
+//! escaping was most of the cost of a file call; `serde_json` looks at strings a byte at a
+//! time.
 
 use serde_json::Value;
 
@@ -15,38 +16,7 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 
 /// Append `value` as JSON text to `out`.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        // Writing a number into a Vec cannot fail.
-        Value::Number(n) => {
-            let _ = serde_json::to_writer(&mut *out, n);
-        }
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
-    }
+    write_tree(out, value, write_str);
 }
 
 /// Append `text` as a JSON string (quoted and escaped) to `out`.
@@ -59,19 +29,30 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
 
 /// Append the JSON text of `value` escaped as the inside of a JSON string (no quotes around):
 /// what [`write_str`] makes of [`to_vec`]'s text, in one pass over each string (a transcript
-/// stores a tool's result as the text of a message).
+/// stores a tool's result as the text of a message). Literals, numbers and the punctuation
+/// hold nothing to escape; only the strings differ.
 pub fn write_value_as_text(out: &mut Vec<u8>, value: &Value) {
+    write_tree(out, value, write_str_as_text);
+}
+
+/// Append `value` as JSON text, each string (keys too) written by `string`.
+fn write_tree(out: &mut Vec<u8>, value: &Value, string: fn(&mut Vec<u8>, &str)) {
     match value {
-        // Literals and numbers hold nothing to escape.
-        Value::Null | Value::Bool(_) | Value::Number(_) => write_value(out, value),
-        Value::String(s) => write_str_as_text(out, s),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing a number into a Vec cannot fail.
+        Value::Number(n) => {
+            let _ = serde_json::to_writer(&mut *out, n);
+        }
+        Value::String(s) => string(out, s),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value_as_text(out, item);
+                write_tree(out, item, string);
             }
             out.push(b']');
         }
@@ -81,9 +62,9 @@ pub fn write_value_as_text(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_str_as_text(out, key);
+                string(out, key);
                 out.push(b':');
-                write_value_as_text(out, item);
+                write_tree(out, item, string);
             }
             out.push(b'}');
         }
