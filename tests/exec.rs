@@ -10,7 +10,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{Exec, RunAs, Template, exec_json, sandbox_ready};
+use common::{Exec, RunAs, Template, exec_json, host_pids_with_arg, sandbox_ready};
 
 /// `bash contained envcraft ARGS...` without --json: status, stdout, stderr.
 fn envcraft_plain(args: &[&str]) -> (i32, String, String) {
@@ -466,24 +466,6 @@ fn commands_start_with_default_signals_and_only_stdio() {
     assert_eq!(r.stderr, "", "{}", r.describe());
 }
 
-/// Pids of the processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<u32> {
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(needle)
-                })
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 #[test]
 fn what_the_command_leaves_running_is_dead_when_exec_returns() {
     // envcraft does not wait for the init's own exit, but the init kills and reaps every
@@ -501,7 +483,7 @@ fn what_the_command_leaves_running_is_dead_when_exec_returns() {
     assert_eq!(r.stdout, "started\n", "{}", r.describe());
     for needle in ["sleep 6071", "sleep 6072"] {
         assert_eq!(
-            processes_with(needle),
+            host_pids_with_arg(needle),
             Vec::<u32>::new(),
             "{needle} survived"
         );

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use common::{Snapshot, sandbox_ready};
+use common::{Snapshot, host_pids_with_arg, sandbox_ready};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -582,24 +582,6 @@ fn manifest_prints_kind_mode_hash_and_path() {
     );
 }
 
-/// Processes whose command line contains `needle` (from /proc).
-fn processes_with(needle: &str) -> Vec<u32> {
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(needle)
-                })
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 #[test]
 fn a_session_killed_mid_call_leaves_nothing_behind() {
     if !sandbox_ready() {
@@ -622,7 +604,7 @@ fn a_session_killed_mid_call_leaves_nothing_behind() {
     writeln!(stdin, "exec {{\"command\": \"{marker} & {marker}\"}}").unwrap();
     // Wait (bounded) for the command to run in the sandbox.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while processes_with(&marker).len() < 2 {
+    while host_pids_with_arg(&marker).len() < 2 {
         assert!(
             std::time::Instant::now() < deadline,
             "the command never started"
@@ -637,11 +619,11 @@ fn a_session_killed_mid_call_leaves_nothing_behind() {
     child.kill().unwrap(); // SIGKILL: no destructor runs
     child.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_with(&marker).is_empty() {
+    while !host_pids_with_arg(&marker).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the sandbox's processes outlived envcraft: {:?}",
-            processes_with(&marker)
+            host_pids_with_arg(&marker)
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -17,8 +17,10 @@ pub fn user_message(text: &str, timestamp: &str) -> Value {
     })
 }
 
-/// The agent's call of `tool` with `arguments`, numbered `index`.
-pub fn tool_call(index: u64, tool: &str, arguments: &Value, timestamp: &str) -> Value {
+/// The agent's call of `tool` with `arguments`, numbered `index`: the first line
+/// [`call_lines`] writes, as a value (the reference its tests compare with).
+#[cfg(test)]
+pub(crate) fn tool_call(index: u64, tool: &str, arguments: &Value, timestamp: &str) -> Value {
     json!({
         "type": "message",
         "timestamp": timestamp,
@@ -34,8 +36,10 @@ pub fn tool_call(index: u64, tool: &str, arguments: &Value, timestamp: &str) -> 
     })
 }
 
-/// The result of call `index` (the structured result, as text, as OpenClaw stores it).
-pub fn tool_result(
+/// The result of call `index` (the structured result, as text, as OpenClaw stores it): the
+/// second line [`call_lines`] writes, as a value.
+#[cfg(test)]
+pub(crate) fn tool_result(
     index: u64,
     tool: &str,
     result: &Value,

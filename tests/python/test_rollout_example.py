@@ -46,13 +46,13 @@ def chat_server(seen):
     return httpd
 
 
-def test_rollout_example_reaches_reward_one(fake, capsys):
+def run_example(fake, args):
+    """Run the example with `args` against the fake server and a scripted chat endpoint: its
+    exit code and the chat requests it made."""
     seen = []
     httpd = chat_server(seen)
     try:
-        rollout = load_example()
-        code = rollout.main([
-            "--task", "example/two-turns",
+        code = load_example().main(args + [
             "--envcraft-url", fake.url,
             "--base-url", f"http://127.0.0.1:{httpd.server_address[1]}/v1",
             "--model", "test-model",
@@ -60,6 +60,11 @@ def test_rollout_example_reaches_reward_one(fake, capsys):
     finally:
         httpd.shutdown()
         httpd.server_close()
+    return code, seen
+
+
+def test_rollout_example_reaches_reward_one(fake, capsys):
+    code, seen = run_example(fake, ["--task", "example/two-turns"])
     out = capsys.readouterr().out
     assert code == 0 and "reward 1.000 passed True" in out
     assert len(seen) == 4, "two tool rounds, then one answer per prompt"
@@ -79,18 +84,7 @@ def test_rollout_example_runs_an_inline_task_from_a_file_with_a_seed(fake, capsy
             "expected": {"version": 1, "files": {"done.txt": {"sha256": hashlib.sha256(b"yes").hexdigest()}}}}
     path = tmp_path / "task.json"
     path.write_text(json.dumps(task))
-    seen = []
-    httpd = chat_server(seen)
-    try:
-        code = load_example().main([
-            "--task", f"@{path}", "--seed", "11",
-            "--envcraft-url", fake.url,
-            "--base-url", f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-            "--model", "test-model",
-        ])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    code, _ = run_example(fake, ["--task", f"@{path}", "--seed", "11"])
     out = capsys.readouterr().out
     assert code == 0 and "reward 1.000 passed True" in out
     assert "example/inline-" in out and "seed 11" in out
