@@ -145,6 +145,37 @@ pub fn reset_ignored_signals() -> io::Result<()> {
     Ok(())
 }
 
+/// What the Rust runtime's start-up does that envcraft relies on, for a binary that starts
+/// without it (`#![no_main]`, see `src/main.rs`): descriptors 0, 1 and 2 are open (on
+/// /dev/null when closed, so that no file envcraft opens later becomes its stdout), and SIGPIPE
+/// is ignored, so a write to a closed pipe or socket returns an error instead of killing the
+/// process. Commands never inherit the ignored SIGPIPE (the sandbox's init resets it).
+pub fn start_process() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: poll reads and writes only the three pollfd entries it is given.
+    let polled = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
+    if polled >= 0 {
+        for pfd in &fds {
+            if pfd.revents & libc::POLLNVAL != 0 {
+                // SAFETY: the path is a NUL-terminated literal; the lowest free descriptor,
+                // this one, is the one opened and it stays open for the process's life.
+                if unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } < 0 {
+                    // Without a valid stdio descriptor nothing can be reported; stop as the
+                    // Rust runtime does.
+                    // SAFETY: abort never returns.
+                    unsafe { libc::abort() };
+                }
+            }
+        }
+    }
+    // SAFETY: setting a signal's disposition to SIG_IGN involves no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// Keep freed heap memory instead of handing it back to the kernel at every free of a large
 /// block: each tool call allocates and frees some tens of KiB (file contents, JSON), and with
 /// glibc's default (trim past 128 KiB at the top of the heap) every call paid to fault those

@@ -7,6 +7,7 @@
 mod common;
 
 use std::fs;
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -464,6 +465,41 @@ fn commands_start_with_default_signals_and_only_stdio() {
         r.describe()
     );
     assert_eq!(r.stderr, "", "{}", r.describe());
+}
+
+/// `envcraft exec ... | head -1` ends when the reader goes away, as the command alone would:
+/// its next write fails (SIGPIPE) instead of running to the wall-clock limit.
+#[test]
+fn passed_through_output_ends_the_command_when_the_reader_goes_away() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let mut child = Command::new(common::envcraft())
+        .args(["exec", "--timeout", "60", "--workspace"])
+        .arg(t.path())
+        .args(["--", "yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 2];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"y\n");
+    // The read end is closed here (the pipe was moved out and dropped).
+    let begin = std::time::Instant::now();
+    let status = child.wait_with_output().unwrap();
+    assert!(
+        begin.elapsed() < std::time::Duration::from_secs(30),
+        "ran on for {:?}",
+        begin.elapsed()
+    );
+    assert_eq!(
+        status.status.code(),
+        Some(128 + libc::SIGPIPE),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
 }
 
 #[test]

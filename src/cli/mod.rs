@@ -4,6 +4,7 @@
 mod audit;
 mod doctor;
 mod exec;
+mod exec_line;
 mod import;
 mod manifest;
 mod record;
@@ -63,45 +64,12 @@ pub enum Command {
 }
 
 impl Cli {
-    /// Parse the process's command line. `envcraft exec ...` is parsed by a command line that
-    /// holds only `exec` (same name, flags and help): building every subcommand's definition
-    /// first cost the sandbox's one-shot start a fifth of a millisecond (mostly first-touch page
-    /// faults in clap's code for subcommands that were never used).
+    /// Parse the process's command line. A plain `envcraft exec ...` line is read by hand (see
+    /// [`exec_line`]); every other line, and any `exec` line it declines, goes to clap.
     pub fn parse_process_args() -> Cli {
-        if std::env::args_os().nth(1).is_some_and(|a| a == "exec") {
-            let ExecOnlyCli {
-                log_format,
-                command: ExecOnly::Exec(args),
-            } = ExecOnlyCli::parse();
-            return Cli {
-                log_format,
-                command: Command::Exec(args),
-            };
-        }
-        Cli::parse()
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        exec_line::read(&argv).unwrap_or_else(|| Cli::parse_from(argv))
     }
-}
-
-/// [`Cli`] with `exec` alone (see [`Cli::parse_process_args`]); the attributes repeat
-/// [`Cli`]'s, and a test checks that both parse and explain `exec` alike.
-#[derive(Debug, Parser)]
-#[command(
-    name = "envcraft",
-    version,
-    about = "Run agent tasks in isolated copy-on-write workspaces and score the result"
-)]
-struct ExecOnlyCli {
-    /// Log format on stderr: `text` or `json` (level from ENVCRAFT_LOG, default `warn`).
-    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
-    #[command(subcommand)]
-    command: ExecOnly,
-}
-
-#[derive(Debug, Subcommand)]
-enum ExecOnly {
-    /// Run a command in a fresh sandbox over a copy-on-write view of a directory.
-    Exec(exec::ExecArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -134,102 +102,12 @@ mod tests {
 
     use clap::{CommandFactory, Parser};
 
-    use super::{Cli, Command, ExecOnly, ExecOnlyCli};
+    use super::{Cli, Command};
 
     /// clap's own consistency checks over every subcommand.
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
-        ExecOnlyCli::command().debug_assert();
-    }
-
-    /// The `exec`-only command line parses, refuses and explains `envcraft exec ...` exactly
-    /// as the whole one does.
-    #[test]
-    fn the_exec_only_command_line_matches_the_whole_one() {
-        let full = Cli::command();
-        let only = ExecOnlyCli::command();
-        for cmd in [&full, &only] {
-            assert_eq!(cmd.get_name(), "envcraft");
-        }
-        let help = |cmd: &clap::Command| {
-            cmd.clone()
-                .find_subcommand_mut("exec")
-                .unwrap()
-                .render_long_help()
-                .to_string()
-        };
-        assert_eq!(help(&full), help(&only));
-        let argvs: &[&[&str]] = &[
-            &["envcraft", "exec", "--workspace", "W", "--", "true"],
-            &[
-                "envcraft",
-                "exec",
-                "--workspace",
-                "W",
-                "--policy",
-                "strict",
-                "--timeout",
-                "5",
-                "--json",
-                "--keep-changes",
-                "OUT",
-                "--log-format",
-                "json",
-                "--",
-                "sh",
-                "-c",
-                "echo hi",
-            ],
-            &["envcraft", "exec", "--workspace", "W"],
-            &["envcraft", "exec", "--", "true"],
-            &[
-                "envcraft",
-                "exec",
-                "--workspace",
-                "W",
-                "--timeout",
-                "x",
-                "--",
-                "true",
-            ],
-            &[
-                "envcraft",
-                "exec",
-                "--workspace",
-                "W",
-                "--log-format",
-                "xml",
-                "--",
-                "true",
-            ],
-            &["envcraft", "exec", "--help"],
-            &["envcraft", "exec", "--bogus"],
-        ];
-        for argv in argvs {
-            let whole = Cli::try_parse_from(*argv).map(|c| format!("{c:?}"));
-            let alone = ExecOnlyCli::try_parse_from(*argv).map(|c| {
-                let ExecOnlyCli {
-                    log_format,
-                    command: ExecOnly::Exec(args),
-                } = c;
-                format!(
-                    "{:?}",
-                    Cli {
-                        log_format,
-                        command: Command::Exec(args)
-                    }
-                )
-            });
-            match (whole, alone) {
-                (Ok(a), Ok(b)) => assert_eq!(a, b, "{argv:?}"),
-                (Err(a), Err(b)) => {
-                    assert_eq!(a.kind(), b.kind(), "{argv:?}");
-                    assert_eq!(a.to_string(), b.to_string(), "{argv:?}");
-                }
-                (a, b) => panic!("{argv:?}: {a:?} vs {b:?}"),
-            }
-        }
     }
 
     /// The shared directory flags reach the subcommand each was given to (two flattened

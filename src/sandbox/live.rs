@@ -669,7 +669,7 @@ impl Sandbox {
     pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
         let l = self.launch(request, false)?;
-        self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
+        self.supervise(l.id, request, l.out, l.err, l.direct, start)
     }
 
     /// Run the sandbox's last command to its end: as [`Sandbox::exec`], except that the init
@@ -679,7 +679,7 @@ impl Sandbox {
     pub fn exec_last(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
         let l = self.launch(request, true)?;
-        self.supervise(l.id, request, &l.out, &l.err, l.direct, start)
+        self.supervise(l.id, request, l.out, l.err, l.direct, start)
     }
 
     /// Start a command in the background; its id. Its output is collected as it comes (see
@@ -826,8 +826,8 @@ impl Sandbox {
         &mut self,
         id: u64,
         request: &ExecRequest,
-        out: &OwnedFd,
-        err: &OwnedFd,
+        out: OwnedFd,
+        err: OwnedFd,
         direct: Option<(Pid, OwnedFd)>,
         start: Instant,
     ) -> Result<ExecResult, SandboxError> {
@@ -839,6 +839,10 @@ impl Sandbox {
         let grace = Duration::from_millis(200);
         let mut ended_at: Option<Instant> = None;
         let (mut out_open, mut err_open) = (true, true);
+        // A pipe is closed once it is no longer read: at its end, or when passing its output
+        // through failed (envcraft's own stdout went away, as in `envcraft exec ... | head`), so
+        // that the command's next write fails as it would have without envcraft in between.
+        let (mut out, mut err) = (Some(out), Some(err));
         let mut buf = vec![0u8; 64 * 1024];
         // Both stop being watched once they close after the command's end (after
         // `exec_last`, the init ends the sandbox and exits on its own).
@@ -884,13 +888,10 @@ impl Sandbox {
                 slots[4] = 0;
                 fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
             }
-            for (slot, (open, fd)) in [(out_open, out.as_fd()), (err_open, err.as_fd())]
-                .into_iter()
-                .enumerate()
-            {
-                if open {
+            for (slot, (open, fd)) in [(out_open, &out), (err_open, &err)].into_iter().enumerate() {
+                if let (true, Some(fd)) = (open, fd) {
                     slots[slot] = fds.len();
-                    fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                    fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
                 }
             }
             if let Some(pidfd) = &init_pidfd {
@@ -919,7 +920,7 @@ impl Sandbox {
             for (ready, pipe, open, sink, truncated, stream) in [
                 (
                     out_ready,
-                    out,
+                    &out,
                     &mut out_open,
                     &mut r.stdout,
                     &mut r.stdout_truncated,
@@ -927,31 +928,40 @@ impl Sandbox {
                 ),
                 (
                     err_ready,
-                    err,
+                    &err,
                     &mut err_open,
                     &mut r.stderr,
                     &mut r.stderr_truncated,
                     2,
                 ),
             ] {
-                if !ready {
+                let (true, Some(pipe)) = (ready, pipe) else {
                     continue;
-                }
+                };
                 match nix::unistd::read(pipe, &mut buf) {
                     Ok(0) | Err(_) => *open = false,
                     Ok(n) => {
                         let kept = sink.len();
                         *truncated |= append_capped(sink, &buf[..n], cap);
                         if request.output == OutputMode::PassThrough {
-                            let _ = match stream {
+                            let passed = match stream {
                                 1 => io::stdout()
                                     .write_all(&sink[kept..])
                                     .and_then(|_| io::stdout().flush()),
                                 _ => io::stderr().write_all(&sink[kept..]),
                             };
+                            if passed.is_err() {
+                                *open = false;
+                            }
                         }
                     }
                 }
+            }
+            if !out_open {
+                out = None;
+            }
+            if !err_open {
+                err = None;
             }
             if ch_ready {
                 match self.channel().recv() {
