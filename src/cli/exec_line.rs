@@ -125,6 +125,8 @@ fn seconds(value: &OsStr) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
 
