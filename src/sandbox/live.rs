@@ -267,12 +267,27 @@ impl Sandbox {
             Err(e) => return Err(os("clone the sandbox")(e)),
         };
         drop(child_end);
-        let pidfd = match sys::pidfd_open(init.as_raw()) {
+        // The init waits for its uid/gid maps and `Go` before anything else, so both come
+        // first: every page this process writes from the clone on is copied (and costs a TLB
+        // flush), and the init should not wait behind those copies.
+        let seed_fds: Vec<i32> = seed.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
+        let go = Report::Go {
+            seed: seed.as_ref().map(|(_, kind)| *kind),
+        };
+        let started = write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)
+            .and_then(|()| {
+                parent_end
+                    .send(&go, &seed_fds)
+                    .map_err(os("start the sandbox"))
+            })
+            .and_then(|()| sys::pidfd_open(init.as_raw()).map_err(os("open a pidfd")));
+        drop(seed);
+        let pidfd = match started {
             Ok(fd) => fd,
             Err(e) => {
                 let _ = kill(init, Signal::SIGKILL);
                 let _ = waitpid(init, None);
-                return Err(os("open a pidfd")(e));
+                return Err(e);
             }
         };
         let mut sandbox = Sandbox {
@@ -301,17 +316,6 @@ impl Sandbox {
         let Backend::Namespaced { channel, .. } = &sandbox.backend else {
             return Err(SandboxError::Lost);
         };
-        write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)?;
-        let seed_fds: Vec<i32> = seed.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
-        channel
-            .send(
-                &Report::Go {
-                    seed: seed.as_ref().map(|(_, kind)| *kind),
-                },
-                &seed_fds,
-            )
-            .map_err(os("start the sandbox"))?;
-        drop(seed);
         let (membership, home) = match cgroup.as_mut() {
             Some(cg) => {
                 cg.create()?;

@@ -329,7 +329,7 @@ pub fn enforced(sandbox: &Sandbox) -> Enforced {
     let cgroup_ns = sandbox.cgroup_namespace();
     let cgroup_active = sandbox.cgroup_active();
     let ns = plan.namespaced;
-    let ll = landlock.unwrap_or(LandlockOutcome {
+    let ll = landlock.unwrap_or_else(|| LandlockOutcome {
         abi: sys::landlock_abi_version(),
         filesystem: false,
         network: false,
