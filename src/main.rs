@@ -7,9 +7,10 @@
 //! valid and SIGPIPE is ignored (write errors are returned, not fatal), as the Rust runtime
 //! does. A stack overflow still kills the process (the kernel's guard gap), without the
 //! runtime's message. `std::env::args` and `std::process::exit` (which flushes stdout) work as
-//! in any Rust program on glibc.
-#![no_main]
+//! in any Rust program on glibc. (A test build keeps the harness's own `main`.)
+#![cfg_attr(not(test), no_main)]
 
+#[cfg(not(test))]
 use std::ffi::{c_char, c_int};
 
 use tracing_subscriber::EnvFilter;
@@ -20,6 +21,7 @@ use tracing_subscriber::filter::LevelFilter;
 #[global_allocator]
 static ALLOCATOR: envcraft::sys::CloneSafeAlloc = envcraft::sys::CloneSafeAlloc;
 
+#[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     envcraft::sys::start_process();
@@ -33,6 +35,7 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std::process::exit(code);
 }
 
+#[cfg_attr(test, allow(dead_code))]
 /// Logs go to stderr at the level ENVCRAFT_LOG names (a tracing filter), `warn` by default.
 fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
