@@ -310,36 +310,6 @@ pub fn landlock_abi_version() -> i32 {
     if ret < 0 { 0 } else { ret as i32 }
 }
 
-/// Bring the loopback interface of the current network namespace up.
-pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket(2) with constant arguments; the result is checked before use.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket owned by nothing else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    use std::os::fd::AsRawFd;
-    // SAFETY: SIOCGIFFLAGS reads into the ifreq we own, which outlives the call.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the flags member of the union is the one SIOCGIFFLAGS filled.
-    unsafe {
-        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    }
-    // SAFETY: SIOCSIFFLAGS reads the ifreq we own.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Close every file descriptor from `first` upwards except those in `keep`.
 pub fn close_fds_except(first: RawFd, keep: &[RawFd]) -> io::Result<()> {
     let mut keep: Vec<RawFd> = keep.iter().copied().filter(|fd| *fd >= first).collect();

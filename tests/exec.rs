@@ -467,6 +467,32 @@ fn commands_start_with_default_signals_and_only_stdio() {
     assert_eq!(r.stderr, "", "{}", r.describe());
 }
 
+/// The sandbox has a network namespace of its own (the init makes it beside its other setup
+/// and joins it before the command starts) holding only loopback, which is up: 127.0.0.1 is
+/// in the local routing table only then.
+#[test]
+fn the_command_runs_in_a_network_namespace_of_its_own_with_loopback_up() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let r = Exec::new(t.path()).run(&[
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/net; grep -c 'lo:' /proc/net/dev; wc -l < /proc/net/dev; \
+         grep -c '127.0.0.1' /proc/net/fib_trie",
+    ]);
+    r.assert_ran();
+    let host = fs::read_link("/proc/self/ns/net").unwrap();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", r.describe());
+    assert!(lines[0].starts_with("net:["), "{}", r.describe());
+    assert_ne!(lines[0], host.to_string_lossy(), "{}", r.describe());
+    // Two header lines and loopback: no other interface.
+    assert_eq!(&lines[1..3], ["1", "3"], "{}", r.describe());
+    assert_ne!(lines[3], "0", "loopback is down: {}", r.describe());
+}
+
 /// `envcraft exec ... | head -1` ends when the reader goes away, as the command alone would:
 /// its next write fails (SIGPIPE) instead of running to the wall-clock limit.
 #[test]

@@ -43,6 +43,7 @@ use nix::unistd::{Pid, chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
+use super::netns;
 use super::plan::{DEVICES, MountStep, Plan, RlimitKind, WorkspaceKind};
 use super::seccomp::Program;
 use super::spawn;
@@ -158,10 +159,16 @@ fn init_steps(
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
     sys::reset_ignored_signals().step("reset ignored signals")?;
-    // Step 7's work is done here, while the parent writes our uid/gid maps: neither the
-    // hostname nor loopback needs them (the UTS and network namespaces are ours, with every
-    // capability in them, from the clone on). Its outcome is reported at step 7, as before.
-    let own_host_and_loopback = own_hostname_and_loopback(plan);
+    // Step 7's work starts here, while the parent writes our uid/gid maps: neither the
+    // hostname nor the network namespace needs them (the UTS namespace is ours, with every
+    // capability in it, from the clone on). The network namespace is made beside the root's
+    // mounts (see `netns`); its outcome, and the hostname's, are reported at step 7.
+    let network = plan
+        .network_namespace
+        .then(netns::Making::start)
+        .transpose()
+        .step("start making the network namespace")?;
+    let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
     let (go, fds) = wait_for_any(channel)?;
     let Report::Go { seed: seed_kind } = go else {
         return Err(fail(
@@ -307,8 +314,17 @@ fn init_steps(
         .step("send the layer")?;
     drop((layer_fd, workspace_fd, view_fd));
 
-    // 7. Our own hostname and loopback (set while waiting for `Go`).
-    own_host_and_loopback?;
+    // 7. Our own hostname (set while waiting for `Go`), and the network namespace made
+    // meanwhile, with loopback up: joined before anything runs here or the init restricts
+    // itself.
+    own_hostname?;
+    if let Some(network) = network {
+        network.join().map_err(|f| StepError {
+            step: f.step.to_string(),
+            errno: f.errno,
+            detail: io::Error::from_raw_os_error(f.errno).to_string(),
+        })?;
+    }
 
     // 8. Enter the new root; the host's tree is detached.
     chdir(&root).step("enter the new root")?;
@@ -367,14 +383,6 @@ fn init_steps(
 }
 
 /// Set the sandbox's hostname and bring its loopback up (step 7).
-fn own_hostname_and_loopback(plan: &Plan) -> Result<(), StepError> {
-    nix::unistd::sethostname(&plan.hostname).step("set the hostname")?;
-    if plan.network_namespace {
-        sys::loopback_up().step("bring loopback up")?;
-    }
-    Ok(())
-}
-
 /// The init's last step: kill and reap every other process in the PID namespace, move back to
 /// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
 /// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of

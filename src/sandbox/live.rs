@@ -242,14 +242,13 @@ impl Sandbox {
             .map_err(nix_os("hand the state directory to the template's owner"))?;
         }
         let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
-        let mut flags = libc::CLONE_NEWUSER
+        let flags = libc::CLONE_NEWUSER
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS;
-        if plan.network_namespace {
-            flags |= libc::CLONE_NEWNET;
-        }
+        // The network namespace (`plan.network_namespace`) is made by the init, beside its
+        // other setup: see `netns`.
         let init = match sys::clone_process(flags) {
             Ok(Cloned::Child) => {
                 drop(parent_end);

@@ -18,6 +18,7 @@ pub mod channel;
 pub mod child;
 pub mod landlock;
 pub mod live;
+pub mod netns;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
