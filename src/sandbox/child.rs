@@ -158,16 +158,17 @@ fn init_steps(
     // whoever started it) is passed on to the commands.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    sys::reset_ignored_signals().step("reset ignored signals")?;
     // Step 7's work starts here, while the parent writes our uid/gid maps: neither the
-    // hostname nor the network namespace needs them (the UTS namespace is ours, with every
-    // capability in it, from the clone on). The network namespace is made beside the root's
-    // mounts (see `netns`); its outcome, and the hostname's, are reported at step 7.
+    // network namespace nor the hostname needs them (the UTS namespace is ours, with every
+    // capability in it, from the clone on). The network namespace, the longest of the steps,
+    // is made first, beside everything up to step 7 (see `netns`); its outcome, and the
+    // hostname's, are reported at step 7.
     let network = plan
         .network_namespace
         .then(netns::Making::start)
         .transpose()
         .step("start making the network namespace")?;
+    sys::reset_ignored_signals().step("reset ignored signals")?;
     let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
     let (go, fds) = wait_for_any(channel)?;
     let Report::Go { seed: seed_kind } = go else {
