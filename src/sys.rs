@@ -82,7 +82,7 @@ unsafe impl GlobalAlloc for CloneSafeAlloc {
 }
 
 /// Set every signal this process ignores back to its default action. An ignored signal stays
-/// ignored across `execve`: Rust's runtime ignores SIGPIPE, a shell's background job ignores
+/// ignored across `execve`: envcraft ignores SIGPIPE (see `start_process`), a shell's background job ignores
 /// SIGINT and SIGQUIT, a supervisor may ignore anything (real-time signals included, which
 /// glibc's `sigaction` refuses to show for the two it reserves: hence the raw system call);
 /// a sandbox's commands must not inherit any of it. Handlers need no reset (`execve` resets

@@ -11,7 +11,7 @@
 //! the init reads once it resumes.
 //!
 //! What the child does, in order: an empty signal mask (the init has set every ignored signal
-//! back to its default: an ignored signal stays ignored across `execve`, and Rust's runtime
+//! back to its default: an ignored signal stays ignored across `execve`, and envcraft
 //! ignores `SIGPIPE`), its own session (`setsid`: no way to the host's terminal), stdio,
 //! the workspace as working directory, the command's resource limits, every other descriptor
 //! closed, `execve`. no_new_privs, capabilities, Landlock and seccomp are the init's already and
