@@ -310,6 +310,44 @@ pub fn landlock_abi_version() -> i32 {
     if ret < 0 { 0 } else { ret as i32 }
 }
 
+/// The stack of a raw child (`clone` with `CLONE_VM` onto a stack of its own): an anonymous
+/// mapping, so only the pages the child touches are ever made; unmapped on drop, which its
+/// owner lets happen only once no child runs on it.
+pub struct ChildStack {
+    base: std::ptr::NonNull<libc::c_void>,
+    len: usize,
+}
+
+impl ChildStack {
+    pub fn new(len: usize) -> io::Result<ChildStack> {
+        let size = std::num::NonZeroUsize::new(len)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
+        let base = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                None,
+                size,
+                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+                nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_STACK,
+            )
+        }
+        .map_err(io::Error::from)?;
+        Ok(ChildStack { base, len })
+    }
+
+    /// Where the child's stack pointer starts: the (16-byte aligned) end, as stacks grow down.
+    pub fn top(&self) -> *mut libc::c_void {
+        ((self.base.as_ptr() as usize + self.len) & !15) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping of this size; the owner guarantees no child uses it any more.
+        let _ = unsafe { nix::sys::mman::munmap(self.base, self.len) };
+    }
+}
+
 /// Close every file descriptor from `first` upwards except those in `keep`.
 pub fn close_fds_except(first: RawFd, keep: &[RawFd]) -> io::Result<()> {
     let mut keep: Vec<RawFd> = keep.iter().copied().filter(|fd| *fd >= first).collect();

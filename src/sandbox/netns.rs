@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+use crate::sys::ChildStack;
+
 /// The helper's steps, as reported when one fails.
 const STEPS: [&str; 5] = [
     "create the network namespace",
@@ -48,7 +50,8 @@ struct Shared {
 /// into it.
 pub struct Making {
     pid: libc::pid_t,
-    stack: std::ptr::NonNull<c_void>,
+    /// Dropped after `Drop::drop` has reaped the helper.
+    _stack: ChildStack,
     shared: Box<Shared>,
     reaped: bool,
 }
@@ -64,39 +67,25 @@ impl Making {
     /// Start the helper. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN in the calling process's user
     /// namespace (the sandbox's init has every capability in its own from the clone on).
     pub fn start() -> io::Result<Making> {
-        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
-        let stack = unsafe {
-            nix::sys::mman::mmap_anonymous(
-                None,
-                std::num::NonZeroUsize::new(STACK_BYTES).unwrap_or(std::num::NonZeroUsize::MIN),
-                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-                nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_STACK,
-            )
-        }
-        .map_err(io::Error::from)?;
+        let stack = ChildStack::new(STACK_BYTES)?;
         let shared = Box::new(Shared::default());
-        // The stack grows down from its (16-byte aligned) end.
-        let top = (stack.as_ptr() as usize + STACK_BYTES) & !15;
         // SAFETY: `helper` reads and writes only `shared` (atomics, alive until the helper is
         // reaped: see `wait`) and its own stack, and makes raw system calls; the stack is used
         // by nobody else.
         let pid = unsafe {
             libc::clone(
                 helper,
-                top as *mut c_void,
+                stack.top(),
                 libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
                 &*shared as *const Shared as *mut c_void,
             )
         };
         if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: our own mapping, used by nothing (no helper was started).
-            let _ = unsafe { nix::sys::mman::munmap(stack, STACK_BYTES) };
-            return Err(e);
+            return Err(io::Error::last_os_error());
         }
         Ok(Making {
             pid,
-            stack,
+            _stack: stack,
             shared,
             reaped: false,
         })
@@ -142,10 +131,8 @@ impl Making {
 
 impl Drop for Making {
     fn drop(&mut self) {
-        // The helper uses its stack and `shared` until it exits.
+        // The helper uses its stack and `shared` until it exits; both go after this.
         self.wait();
-        // SAFETY: our own mapping of this size; the helper has exited.
-        let _ = unsafe { nix::sys::mman::munmap(self.stack, STACK_BYTES) };
     }
 }
 
@@ -173,17 +160,15 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
         return fail(1, sock);
     }
     let close = || raw::syscall3(libc::SYS_close, sock as usize, 0, 0);
+    let ioctl = |request: libc::c_ulong, arg: usize| {
+        raw::syscall3(libc::SYS_ioctl, sock as usize, request as usize, arg)
+    };
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    let ret = raw::syscall3(
-        libc::SYS_ioctl,
-        sock as usize,
-        libc::SIOCGIFFLAGS as usize,
-        std::ptr::addr_of_mut!(req) as usize,
-    );
+    let ret = ioctl(libc::SIOCGIFFLAGS, std::ptr::addr_of_mut!(req) as usize);
     if ret < 0 {
         close();
         return fail(2, ret);
@@ -192,18 +177,13 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
     unsafe {
         req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
     }
-    let ret = raw::syscall3(
-        libc::SYS_ioctl,
-        sock as usize,
-        libc::SIOCSIFFLAGS as usize,
-        std::ptr::addr_of!(req) as usize,
-    );
+    let ret = ioctl(libc::SIOCSIFFLAGS, std::ptr::addr_of!(req) as usize);
     if ret < 0 {
         close();
         return fail(3, ret);
     }
     // A descriptor of the socket's network namespace, close-on-exec.
-    let netns = raw::syscall3(libc::SYS_ioctl, sock as usize, SIOCGSKNS, 0);
+    let netns = ioctl(SIOCGSKNS, 0);
     close();
     if netns < 0 {
         return fail(4, netns);
@@ -213,7 +193,7 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
 }
 
 /// `SIOCGSKNS` (Linux 4.9): a descriptor of a socket's network namespace.
-const SIOCGSKNS: usize = 0x894C;
+const SIOCGSKNS: libc::c_ulong = 0x894C;
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("envcraft's sandbox runs on x86_64 and aarch64 Linux (raw system calls here)");

@@ -174,7 +174,7 @@ struct Shared<'a> {
 /// only the pages the child touches are ever made (a zeroed heap buffer cost the init 64 page
 /// faults at its first command).
 pub struct Spawner {
-    stack: std::ptr::NonNull<c_void>,
+    stack: crate::sys::ChildStack,
 }
 
 /// The child's stack: what the few calls above need, with room to spare.
@@ -182,25 +182,10 @@ const STACK_BYTES: usize = 256 * 1024;
 
 impl Spawner {
     pub fn new() -> io::Result<Spawner> {
-        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
-        let stack = unsafe {
-            nix::sys::mman::mmap_anonymous(
-                None,
-                std::num::NonZeroUsize::new(STACK_BYTES).unwrap_or(std::num::NonZeroUsize::MIN),
-                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-                nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_STACK,
-            )
-        }
-        .map_err(io::Error::from)?;
-        Ok(Spawner { stack })
-    }
-}
-
-impl Drop for Spawner {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, of this size, used by no child any more (each has executed
-        // or exited before `spawn` returned).
-        let _ = unsafe { nix::sys::mman::munmap(self.stack, STACK_BYTES) };
+        Ok(Spawner {
+            // Used by one child at a time, each executed or exited before `spawn` returns.
+            stack: crate::sys::ChildStack::new(STACK_BYTES)?,
+        })
     }
 }
 
@@ -213,15 +198,13 @@ impl Spawner {
             failed: AtomicUsize::new(0),
             errno: AtomicI32::new(0),
         };
-        // The stack grows down from its (16-byte aligned) end.
-        let top = (self.stack.as_ptr() as usize + STACK_BYTES) & !15;
         // SAFETY: `child` only reads `shared` (which outlives the call: with CLONE_VFORK this
         // thread is suspended until the child has executed or exited) and makes raw system
         // calls; the stack is ours and used by nobody else meanwhile.
         let pid = unsafe {
             libc::clone(
                 child,
-                top as *mut c_void,
+                self.stack.top(),
                 libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
                 &shared as *const Shared<'_> as *mut c_void,
             )
