@@ -18,8 +18,9 @@
 //!   overlay's upper layer), `expected.json`, and the checks and reward of a final workspace.
 //! - [`json`]: JSON text of values as `serde_json` writes it, strings scanned a word at a time
 //!   (tool results hold whole files, and are written twice per call).
-//! - [`sys`]: one-syscall wrappers, nearly all the `unsafe` (the rest: `sandbox::spawn`'s raw
-//!   child, one `setrlimit` in `sandbox::child`, and the binary's C entry point).
+//! - [`sys`]: one-syscall wrappers, nearly all the `unsafe` (the rest: the raw children of
+//!   `sandbox::spawn` and `sandbox::netns`, one `setrlimit` in `sandbox::child`, and the
+//!   binary's C entry point).
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
 //! - [`import`]: importers of other projects' Claw tasks (ClawGym, PinchBench) into
