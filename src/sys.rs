@@ -82,11 +82,11 @@ unsafe impl GlobalAlloc for CloneSafeAlloc {
 }
 
 /// Set every signal this process ignores back to its default action. An ignored signal stays
-/// ignored across `execve`: envcraft ignores SIGPIPE (see `start_process`), a shell's background job ignores
-/// SIGINT and SIGQUIT, a supervisor may ignore anything (real-time signals included, which
-/// glibc's `sigaction` refuses to show for the two it reserves: hence the raw system call);
-/// a sandbox's commands must not inherit any of it. Handlers need no reset (`execve` resets
-/// them).
+/// ignored across `execve`: envcraft ignores SIGPIPE (see `start_process`), a shell's
+/// background job ignores SIGINT and SIGQUIT, a supervisor may ignore anything (real-time
+/// signals included, which glibc's `sigaction` refuses to show for the two it reserves: hence
+/// the raw system call); a sandbox's commands must not inherit any of it. Handlers need no
+/// reset (`execve` resets them).
 pub fn reset_ignored_signals() -> io::Result<()> {
     /// The kernel's `struct sigaction` as `rt_sigaction` reads it (the handler first; the rest
     /// zero for the default action, whatever the architecture's order of the other fields).

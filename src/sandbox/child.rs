@@ -383,7 +383,6 @@ fn init_steps(
     Ok(0)
 }
 
-/// Set the sandbox's hostname and bring its loopback up (step 7).
 /// The init's last step: kill and reap every other process in the PID namespace, move back to
 /// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
 /// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of

@@ -37,9 +37,8 @@ const STEPS: [&str; 5] = [
 /// The helper's stack: a few frames of raw system calls, with room to spare.
 const STACK_BYTES: usize = 64 * 1024;
 
-/// What the helper reports: the namespace's descriptor, or the failed step (1-based) and its
-/// errno.
-#[derive(Default)]
+/// What the helper reports: the namespace's descriptor (-1 until it has one: a helper killed
+/// before reporting leaves no descriptor to take), or the failed step (1-based) and its errno.
 struct Shared {
     netns: AtomicI32,
     failed: AtomicUsize,
@@ -68,7 +67,11 @@ impl Making {
     /// namespace (the sandbox's init has every capability in its own from the clone on).
     pub fn start() -> io::Result<Making> {
         let stack = ChildStack::new(STACK_BYTES)?;
-        let shared = Box::new(Shared::default());
+        let shared = Box::new(Shared {
+            netns: AtomicI32::new(-1),
+            failed: AtomicUsize::new(0),
+            errno: AtomicI32::new(0),
+        });
         // SAFETY: `helper` reads and writes only `shared` (atomics, alive until the helper is
         // reaped: see `wait`) and its own stack, and makes raw system calls; the stack is used
         // by nobody else.
@@ -145,7 +148,6 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
         shared.failed.store(step + 1, Ordering::SeqCst);
         1
     };
-    shared.netns.store(-1, Ordering::SeqCst);
     let ret = raw::syscall3(libc::SYS_unshare, libc::CLONE_NEWNET as usize, 0, 0);
     if ret < 0 {
         return fail(0, ret);
