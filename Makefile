@@ -1,8 +1,10 @@
 # envcraft: the two commands a newcomer needs are `make run` and `make test`.
 CARGO ?= cargo
-# Where cargo builds (CARGO_TARGET_DIR when set, as cargo itself does).
+# Where cargo builds (CARGO_TARGET_DIR when set, as cargo itself does). .cargo/config.toml builds
+# for the host's target tuple (to link envcraft statically), so the binaries are one level down.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
-ENVCRAFT := $(TARGET_DIR)/release/envcraft
+HOST_TUPLE := $(shell rustc --print host-tuple)
+ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
 .PHONY: all build run test lint bench clean
@@ -24,7 +26,7 @@ run: build
 test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
-	ENVCRAFT_BIN=$(TARGET_DIR)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
+	ENVCRAFT_BIN=$(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
 
 # The Python test tools live in their own virtual environment under target/.
 $(PYVENV)/.ready:

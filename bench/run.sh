@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: envcraft benchmark harness (`make bench`).
 #
-# Usage: bash bench/run.sh [ENVCRAFT_BINARY]      (default: target/release/envcraft)
+# Usage: bash bench/run.sh [ENVCRAFT_BINARY]   (default: target/<host tuple>/release/envcraft)
 #
 #   A. Sandbox start cost, side by side in 10 interleaved hyperfine rounds (5 runs of each per
 #      round, the order reversed every other round, statistics over all 50 runs of each):
@@ -35,7 +35,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0
 case ${1:-} in -h | --help) usage; exit 0 ;; esac
 [[ $# -le 1 ]] || { usage >&2; exit 2; }
 
-bin_arg=${1:-target/release/envcraft}
+bin_arg=${1:-target/$(rustc --print host-tuple 2>/dev/null)/release/envcraft}
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 results_md=${BENCH_RESULTS:-$script_dir/results.md}
 

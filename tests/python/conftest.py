@@ -74,13 +74,19 @@ def fake_with_token() -> Iterator[FakeServer]:
 
 
 def envcraft_binary() -> Optional[Path]:
-    """``ENVCRAFT_BIN``, else ``target/release/envcraft``, else ``target/debug/envcraft``."""
+    """``ENVCRAFT_BIN``, else a release build, else a debug build.
+
+    Cargo builds for the host's target tuple (``.cargo/config.toml``), so the binaries are at
+    ``target/<host tuple>/release/envcraft``; ``target/release/envcraft`` (a build without that
+    configuration) is looked for too.
+    """
     if os.environ.get("ENVCRAFT_BIN"):
         return Path(os.environ["ENVCRAFT_BIN"])
     for profile in ("release", "debug"):
-        path = REPO / "target" / profile / "envcraft"
-        if path.exists():
-            return path
+        candidates = sorted((REPO / "target").glob(f"*/{profile}/envcraft"))
+        for path in candidates + [REPO / "target" / profile / "envcraft"]:
+            if path.exists():
+                return path
     return None
 
 
