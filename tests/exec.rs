@@ -270,6 +270,30 @@ fn output_past_the_cap_is_truncated_and_flagged() {
 }
 
 #[test]
+fn a_long_command_line_reaches_the_command_whole() {
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    // Past the 4 KiB that once cut the request to the sandbox short; past the size sent in the
+    // channel's message itself; and 1 MB in ten arguments (the kernel's most for one is 128 KiB).
+    for (args, len) in [(1, 5_000), (1, 100_000), (10, 100_000)] {
+        let arg = "x".repeat(len);
+        let mut cmd = vec![
+            "sh",
+            "-c",
+            r#"for a in "$@"; do printf %s "$a"; done | wc -c"#,
+            "sh",
+        ];
+        cmd.extend(std::iter::repeat_n(arg.as_str(), args));
+        let r = exec_json(t.path(), None, &[], &cmd);
+        r.assert_ran();
+        assert_eq!(r.exit_code, Some(0), "{args} x {len}: {}", r.stderr);
+        assert_eq!(r.stdout.trim(), (args * len).to_string(), "{args} x {len}");
+    }
+}
+
+#[test]
 fn verifier_policy_keeps_the_workspace_read_only() {
     if !sandbox_ready() {
         return;

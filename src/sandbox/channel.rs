@@ -2,10 +2,16 @@
 //! carrying one JSON [`Report`] per message and, with [`Report::WorkspaceReady`], the file
 //! descriptor of the sandbox's private layer directory (SCM_RIGHTS).
 //!
+//! A report of any size gets through whole: the receiver sizes its buffer by the message, and a
+//! report larger than [`INLINE_MAX`] (an `Exec` of a long command line or environment: the
+//! kernel allows a command 2 MiB and more of them, a socket's send buffer far less) travels in
+//! a sealed memfd sent as the message's first descriptor, the message itself being only
+//! [`IN_MEMFD`].
+//!
 //! The parent keeps one end; the sandbox's init and its command process share the other, which
 //! is close-on-exec, so a successful `execve` closes the command's copy by itself.
 
-use std::io::{IoSlice, IoSliceMut};
+use std::io::{IoSlice, IoSliceMut, Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::sys::socket::{
@@ -82,9 +88,12 @@ pub struct Channel {
     fd: OwnedFd,
 }
 
-/// Largest message: reports are small JSON objects.
-const MAX_MESSAGE: usize = 4096;
-/// Most descriptors one message carries.
+/// The largest report sent in the message itself; a larger one goes in a memfd.
+pub const INLINE_MAX: usize = 32 * 1024;
+/// The whole message when the report is in the memfd sent with it (a JSON report never starts
+/// with `#`).
+const IN_MEMFD: &[u8] = b"#memfd";
+/// Most descriptors one report carries (one more when the report is in a memfd).
 const MAX_FDS: usize = 4;
 
 impl AsFd for Channel {
@@ -112,7 +121,18 @@ impl Channel {
     /// Send a report, with file descriptors when given.
     pub fn send(&self, report: &Report, fds: &[RawFd]) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(report).map_err(std::io::Error::other)?;
-        let iov = [IoSlice::new(&bytes)];
+        if bytes.len() > INLINE_MAX {
+            let memfd = report_memfd(&bytes)?;
+            let all: Vec<RawFd> = std::iter::once(memfd.as_raw_fd())
+                .chain(fds.iter().copied())
+                .collect();
+            return self.send_message(IN_MEMFD, &all);
+        }
+        self.send_message(&bytes, fds)
+    }
+
+    fn send_message(&self, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+        let iov = [IoSlice::new(bytes)];
         let cmsgs: Vec<ControlMessage<'_>> = if fds.is_empty() {
             Vec::new()
         } else {
@@ -131,8 +151,8 @@ impl Channel {
     /// Receive one report and the descriptors sent with it; `Ok(None)` at end of stream
     /// (every sender closed its end).
     pub fn recv(&self) -> std::io::Result<Option<(Report, Vec<OwnedFd>)>> {
-        let mut buf = vec![0u8; MAX_MESSAGE];
-        let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS]);
+        let mut buf = vec![0u8; self.next_message_len()?.max(1)];
+        let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS + 1]);
         let (len, fds) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
             let msg = recvmsg::<()>(
@@ -152,7 +172,96 @@ impl Channel {
         if len == 0 {
             return Ok(None);
         }
+        if &buf[..len] == IN_MEMFD {
+            let mut fds = fds.into_iter();
+            let memfd = fds.next().ok_or_else(|| {
+                std::io::Error::other("a report said to be in a memfd came without one")
+            })?;
+            let mut bytes = Vec::new();
+            std::fs::File::from(memfd).read_to_end(&mut bytes)?;
+            let report = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+            return Ok(Some((report, fds.collect())));
+        }
         let report = serde_json::from_slice(&buf[..len]).map_err(std::io::Error::other)?;
         Ok(Some((report, fds)))
+    }
+
+    /// The length of the next message, without taking it (0 at end of stream).
+    fn next_message_len(&self) -> std::io::Result<usize> {
+        // SAFETY: a zero-length read into no buffer; MSG_PEEK leaves the message queued, and
+        // MSG_TRUNC makes the call return its real length.
+        let len = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_PEEK | libc::MSG_TRUNC,
+            )
+        };
+        usize::try_from(len).map_err(|_| std::io::Error::last_os_error())
+    }
+}
+
+/// A sealed memfd holding `bytes`, read from its start by the receiver.
+fn report_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let memfd = memfd_create(
+        c"envcraft-report",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(memfd);
+    file.write_all(bytes)?;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    nix::fcntl::fcntl(
+        &file,
+        nix::fcntl::FcntlArg::F_ADD_SEALS(
+            nix::fcntl::SealFlag::F_SEAL_SEAL
+                | nix::fcntl::SealFlag::F_SEAL_SHRINK
+                | nix::fcntl::SealFlag::F_SEAL_GROW
+                | nix::fcntl::SealFlag::F_SEAL_WRITE,
+        ),
+    )?;
+    Ok(file.into())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn exec_of(len: usize) -> Report {
+        Report::Exec {
+            id: 7,
+            argv: vec!["sh".into(), "x".repeat(len)],
+            env: vec![("K".into(), "v".repeat(len))],
+            last: false,
+        }
+    }
+
+    #[test]
+    fn reports_of_every_size_arrive_whole_with_their_descriptors() {
+        let (a, b) = Channel::pair().unwrap();
+        // Small, past the old fixed 4 KiB buffer, just under and past the inline limit (the
+        // latter in a memfd), and 1 MiB.
+        for len in [10, 5_000, INLINE_MAX / 2 - 100, INLINE_MAX, 1 << 20] {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            let sent = exec_of(len);
+            a.send(&sent, &[w.as_raw_fd()]).unwrap();
+            drop(w);
+            let (got, fds) = b.recv().unwrap().unwrap();
+            assert_eq!(got, sent, "{len}");
+            assert_eq!(fds.len(), 1, "{len}: only the sender's descriptor arrives");
+            // It is the pipe's write end: what is written comes out of `r`.
+            nix::unistd::write(&fds[0], b"!").unwrap();
+            let mut buf = [0u8; 1];
+            nix::unistd::read(&r, &mut buf).unwrap();
+            assert_eq!(&buf, b"!");
+        }
+        drop(a);
+        assert!(
+            b.recv().unwrap().is_none(),
+            "end of stream once the sender is gone"
+        );
     }
 }
