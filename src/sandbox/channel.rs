@@ -13,6 +13,7 @@
 
 use std::io::{IoSlice, IoSliceMut, Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 
 use nix::sys::socket::{
     AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
@@ -21,16 +22,22 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use super::landlock::LandlockOutcome;
-use super::plan::WorkspaceKind;
+use super::plan::{Plan, WorkspaceKind};
 
 /// What envcraft and the sandbox's processes tell each other. Reports about one command carry
 /// the id envcraft gave it in [`Report::Exec`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "report", rename_all = "snake_case")]
 pub enum Report {
-    /// envcraft → init: the uid/gid maps are written; build the root. With `seed`, one
-    /// descriptor comes along: the parent session's changes, of that kind, to start from.
-    Go { seed: Option<WorkspaceKind> },
+    /// envcraft → init: the uid/gid maps are written; build the root of `plan` over the
+    /// state directory `state_dir`. With `seed`, one descriptor comes along: the parent
+    /// session's changes, of that kind, to start from. The init was cloned before the plan
+    /// was made (see `live::Prestart`), so the plan comes whole in this message.
+    Start {
+        plan: Box<Plan>,
+        state_dir: PathBuf,
+        seed: Option<WorkspaceKind>,
+    },
     /// envcraft → init, with cgroup membership files (`tasks` / `cgroup.procs`, opened by
     /// envcraft; none without cgroups): the first `join` are the run's, to write `0` to now
     /// (moving in); any after them are those of the cgroups envcraft itself is in, to move

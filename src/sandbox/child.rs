@@ -7,13 +7,13 @@
 //!
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
-//! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Go`, become uid/gid 0 of the namespace, drop supplementary groups | the parent writes the uid/gid maps and joins the cgroup first; only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's |
+//! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Start` (the plan and the state directory), set the hostname, compile the seccomp program, become uid/gid 0 of the namespace, drop supplementary groups | the init is cloned before envcraft plans the run ([`super::live::Prestart`]), so that the namespaces, the network one above all, are made while it plans; the parent writes the uid/gid maps before `Start`: only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's. The helper is started on the guess that the plan wants a network namespace (the policy's network mode says so); a wrong guess is put right once the plan is here |
 //! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
 //! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
-//! | 7 | init | hostname (set while waiting for `Go` in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the UTS namespace is ours, with every capability in it, from the clone on, and the helper needs no uid/gid map: both overlap the parent's writing them and steps 2-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
+//! | 7 | init | hostname (set in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the helper needs neither the plan nor a uid/gid map: it overlaps the parent's planning and steps 1-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
 //! | 9 | init | remount `/` read-only; enter a cgroup namespace | nothing but the planned writable mounts can be written; /proc/self/cgroup shows only our cgroup |
 //! | 10 | init | wait for `LimitsReady`, join the run's cgroup (keeping the way back to envcraft's); close every other fd; become non-dumpable | the parent makes the cgroup while steps 2–9 run; the init moves itself in (on cgroup v1 a process moving itself skips a global lock that costs an RCU grace period) before anything the agent controls starts; init holds nothing the command could borrow through /proc/1 |
@@ -121,9 +121,11 @@ pub struct Stdio<'a> {
     pub stderr: BorrowedFd<'a>,
 }
 
-/// Entry point of the cloned init (namespaced mode). Never returns.
-pub fn init_main(plan: &Plan, seccomp: &Program, dirs: &StateDirs, channel: &Channel) -> ! {
-    match init_steps(plan, seccomp, dirs, channel) {
+/// Entry point of the cloned init (namespaced mode), cloned before its plan was made: it
+/// comes with `Start`. With `make_network`, the network namespace is begun at once, on the
+/// guess that the plan will want one. Never returns.
+pub fn init_main(channel: &Channel, make_network: bool) -> ! {
+    match init_steps(channel, make_network) {
         Ok(code) => sys::exit_now(code),
         Err(e) => {
             let _ = channel.send(
@@ -148,35 +150,45 @@ fn wait_for_any(channel: &Channel) -> Result<(Report, Vec<OwnedFd>), StepError> 
         .ok_or_else(|| fail("wait for the parent", "parent went away".into()))
 }
 
-fn init_steps(
-    plan: &Plan,
-    seccomp: &Program,
-    dirs: &StateDirs,
-    channel: &Channel,
-) -> Result<i32, StepError> {
-    // 1. The parent maps our uid, then says go. No signal ignored by envcraft (or by
-    // whoever started it) is passed on to the commands.
+fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
+    // 1. The parent plans the run, maps our uid, then sends the plan. No signal ignored by
+    // envcraft (or by whoever started it) is passed on to the commands.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    // Step 7's work starts here, while the parent writes our uid/gid maps: neither the
-    // network namespace nor the hostname needs them (the UTS namespace is ours, with every
-    // capability in it, from the clone on). The network namespace, the longest of the steps,
-    // is made first, beside everything up to step 7 (see `netns`); its outcome, and the
-    // hostname's, are reported at step 7.
-    let network = plan
-        .network_namespace
-        .then(netns::Making::start)
-        .transpose()
-        .step("start making the network namespace")?;
+    // Step 7's work starts here, while the parent plans the run and writes our uid/gid maps:
+    // the network namespace needs neither. The longest of the steps, it is made beside
+    // everything up to step 7 (see `netns`), and its outcome is reported there.
+    let start_network = || {
+        netns::Making::start()
+            .step("start making the network namespace")
+            .map(Some)
+    };
+    let mut network = if make_network { start_network()? } else { None };
     sys::reset_ignored_signals().step("reset ignored signals")?;
-    let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
-    let (go, fds) = wait_for_any(channel)?;
-    let Report::Go { seed: seed_kind } = go else {
+    let (start, fds) = wait_for_any(channel)?;
+    let Report::Start {
+        plan,
+        state_dir,
+        seed: seed_kind,
+    } = start
+    else {
         return Err(fail(
             "wait for the parent",
             "unexpected first message".into(),
         ));
     };
+    let plan = &*plan;
+    let dirs = &StateDirs { base: state_dir };
+    // The guess made at the clone may be wrong either way: a namespace nobody wants goes
+    // (dropping it reaps the helper and closes it), a wanted one is begun now.
+    match (plan.network_namespace, network.is_some()) {
+        (true, false) => network = start_network()?,
+        (false, true) => network = None,
+        _ => {}
+    }
+    let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
+    let seccomp = &Program::compile(&plan.seccomp)
+        .map_err(|e| fail("compile the seccomp program", crate::error::chain(&e)))?;
     let seed = fds.into_iter().next();
     crate::sys::become_namespace_root(plan.invoker_is_root)
         .step("become uid and gid 0 of the namespace")?;
@@ -315,7 +327,7 @@ fn init_steps(
         .step("send the layer")?;
     drop((layer_fd, workspace_fd, view_fd));
 
-    // 7. Our own hostname (set while waiting for `Go`), and the network namespace made
+    // 7. Our own hostname (set in step 1), and the network namespace made
     // meanwhile, with loopback up: joined before anything runs here or the init restricts
     // itself.
     own_hostname?;

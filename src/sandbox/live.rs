@@ -115,15 +115,14 @@ enum Backend {
         parent_end: Channel,
         child_end: Channel,
         rules: super::landlock::Prepared,
+        /// Compiled once, installed by each command (the init compiles its own).
+        seccomp: Program,
     },
 }
 
 /// A built sandbox. Dropping it ends everything in it.
 pub struct Sandbox {
     plan: Plan,
-    /// The seccomp program, compiled once: installed by the init, or by each command without
-    /// namespaces.
-    seccomp: Program,
     state: Option<tempfile::TempDir>,
     /// Keeps the state directory marked as alive (see `stale`).
     _owner: Option<super::stale::OwnerMark>,
@@ -165,10 +164,81 @@ fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<(), Sandbox
     Ok(())
 }
 
+/// A sandbox's init, cloned before the run is planned: its namespaces, above all the network
+/// namespace (the longest to make), are made while envcraft plans, and the plan follows in
+/// [`Report::Start`] (see `child`, step 1). Dropping an unused one kills it; it has made
+/// nothing on the host.
+pub struct Prestart {
+    init: Pid,
+    /// Our end of its channel; `None` once taken by the sandbox it became.
+    channel: Option<Channel>,
+}
+
+impl Prestart {
+    /// Clone the init into new user, mount, PID, IPC and UTS namespaces. With `network` it
+    /// begins a network namespace at once, as a plan for a policy without network will want.
+    pub fn clone(network: bool) -> Result<Prestart, SandboxError> {
+        let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
+        let flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        // The network namespace is made by the init, beside its other setup: see `netns`.
+        match sys::clone_process(flags) {
+            Ok(Cloned::Child) => {
+                drop(parent_end);
+                child::init_main(&child_end, network)
+            }
+            Ok(Cloned::Parent(pid)) => Ok(Prestart {
+                init: Pid::from_raw(pid),
+                channel: Some(parent_end),
+            }),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
+                ) =>
+            {
+                Err(SandboxError::NamespacesUnavailable(e))
+            }
+            Err(e) => Err(os("clone the sandbox")(e)),
+        }
+    }
+
+    /// The init and our end of its channel, for the sandbox it becomes.
+    fn take(mut self) -> (Pid, Channel) {
+        let channel = self.channel.take();
+        (
+            self.init,
+            channel.unwrap_or_else(|| unreachable!("taken once")),
+        )
+    }
+}
+
+impl Drop for Prestart {
+    fn drop(&mut self) {
+        if self.channel.take().is_some() {
+            let _ = kill(self.init, Signal::SIGKILL);
+            let _ = waitpid(self.init, None);
+        }
+    }
+}
+
 impl Sandbox {
     /// Build the sandbox of `plan` under `state_root`.
     pub fn start(plan: &Plan, state_root: &Path) -> Result<Sandbox, SandboxError> {
-        Sandbox::start_seeded(plan, state_root, None)
+        Sandbox::start_seeded(plan, state_root, None, None)
+    }
+
+    /// Build the sandbox of `plan` from an init cloned before the plan was made (see
+    /// [`Prestart`]); without one, one is cloned now.
+    pub fn start_prestarted(
+        plan: &Plan,
+        state_root: &Path,
+        prestart: Option<Prestart>,
+    ) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_seeded(plan, state_root, None, prestart)
     }
 
     /// A new sandbox like this one whose workspace starts from this one's current state (the
@@ -187,7 +257,7 @@ impl Sandbox {
             .and_then(|s| s.path().parent())
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
-        Sandbox::start_seeded(&self.plan, &state_root, Some((seed, self.kind)))
+        Sandbox::start_seeded(&self.plan, &state_root, Some((seed, self.kind)), None)
     }
 
     /// Build the sandbox of `plan`; with `seed`, its workspace starts as that one's changes
@@ -196,6 +266,7 @@ impl Sandbox {
         plan: &Plan,
         state_root: &Path,
         seed: Option<(OwnedFd, WorkspaceKind)>,
+        prestart: Option<Prestart>,
     ) -> Result<Sandbox, SandboxError> {
         let state = tempfile::Builder::new()
             .prefix("envcraft-")
@@ -217,9 +288,10 @@ impl Sandbox {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "envcraft-run".into());
-        let seccomp = Program::compile(&plan.seccomp)?;
         let mut cgroup = plan.cgroup.map(|limits| RunCgroup::new(&run_name, &limits));
         if !plan.namespaced {
+            drop(prestart);
+            let seccomp = Program::compile(&plan.seccomp)?;
             super::stale::sweep_once(state_root);
             return Sandbox::start_on_host(plan, seccomp, (state, owner), cgroup, seed);
         }
@@ -241,42 +313,24 @@ impl Sandbox {
             )
             .map_err(nix_os("hand the state directory to the template's owner"))?;
         }
-        let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
-        let flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
-        // The network namespace (`plan.network_namespace`) is made by the init, beside its
-        // other setup: see `netns`.
-        let init = match sys::clone_process(flags) {
-            Ok(Cloned::Child) => {
-                drop(parent_end);
-                child::init_main(plan, &seccomp, &dirs, &child_end)
-            }
-            Ok(Cloned::Parent(pid)) => Pid::from_raw(pid),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
-                ) =>
-            {
-                return Err(SandboxError::NamespacesUnavailable(e));
-            }
-            Err(e) => return Err(os("clone the sandbox")(e)),
+        let prestart = match prestart {
+            Some(prestart) => prestart,
+            None => Prestart::clone(plan.network_namespace)?,
         };
-        drop(child_end);
-        // The init waits for its uid/gid maps and `Go` before anything else, so both come
+        let (init, parent_end) = prestart.take();
+        // The init waits for its uid/gid maps and `Start` before anything else, so both come
         // first: every page this process writes from the clone on is copied (and costs a TLB
         // flush), and the init should not wait behind those copies.
         let seed_fds: Vec<i32> = seed.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
-        let go = Report::Go {
+        let start = Report::Start {
+            plan: Box::new(plan.clone()),
+            state_dir: dirs.base.clone(),
             seed: seed.as_ref().map(|(_, kind)| *kind),
         };
         let started = write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)
             .and_then(|()| {
                 parent_end
-                    .send(&go, &seed_fds)
+                    .send(&start, &seed_fds)
                     .map_err(os("start the sandbox"))
             })
             .and_then(|()| sys::pidfd_open(init.as_raw()).map_err(os("open a pidfd")));
@@ -291,7 +345,6 @@ impl Sandbox {
         };
         let mut sandbox = Sandbox {
             plan: plan.clone(),
-            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Namespaced {
@@ -404,13 +457,13 @@ impl Sandbox {
             .map_err(os("open the template view"))?;
         Ok(Sandbox {
             plan,
-            seccomp,
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Host {
                 parent_end,
                 child_end,
                 rules,
+                seccomp,
             },
             cgroup,
             kind: WorkspaceKind::Copy,
@@ -619,7 +672,10 @@ impl Sandbox {
                     .map_err(os("send the command to the sandbox"))?;
             }
             Backend::Host {
-                child_end, rules, ..
+                child_end,
+                rules,
+                seccomp,
+                ..
             } => {
                 let membership = match &self.cgroup {
                     Some(cg) if cg.is_active() => cg.open_membership_files()?,
@@ -643,7 +699,7 @@ impl Sandbox {
                         };
                         child::command_main(
                             &self.plan,
-                            &self.seccomp,
+                            seccomp,
                             rules,
                             child_end,
                             stdio,
@@ -1206,6 +1262,95 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         if self.state.is_some() {
             self.shutdown(InitExit::Reap);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::sandbox::OutputMode;
+    use crate::sandbox::plan::Request;
+    use crate::sandbox::probe::HostFacts;
+    use crate::spec::policy::{NetworkMode, Policy};
+
+    /// Whether this test can make sandboxes here (root, as `make test` runs); a skip fails
+    /// under ENVCRAFT_TEST_REQUIRE=all.
+    fn can_make_sandboxes() -> bool {
+        if nix::unistd::geteuid().is_root() {
+            return true;
+        }
+        eprintln!("skipped: this test makes sandboxes with a network namespace: needs root");
+        assert_ne!(
+            std::env::var("ENVCRAFT_TEST_REQUIRE").as_deref(),
+            Ok("all"),
+            "root is required (ENVCRAFT_TEST_REQUIRE=all)"
+        );
+        false
+    }
+
+    #[test]
+    fn an_unused_prestarted_init_is_killed_and_reaped() {
+        if !can_make_sandboxes() {
+            return;
+        }
+        let prestart = Prestart::clone(true).unwrap();
+        let init = prestart.init;
+        assert!(
+            kill(init, None).is_ok(),
+            "the init runs, waiting for its plan"
+        );
+        drop(prestart);
+        // Reaped, not a zombie (a zombie still takes signal 0).
+        assert_eq!(kill(init, None), Err(nix::errno::Errno::ESRCH));
+    }
+
+    /// The init begins a network namespace on a guess made before the plan exists; when the
+    /// plan says otherwise, the command still gets what the plan says.
+    #[test]
+    fn a_wrong_network_guess_is_put_right_by_the_plan() {
+        if !can_make_sandboxes() {
+            return;
+        }
+        let host_netns = fs::read_link("/proc/self/ns/net").unwrap();
+        let template = tempfile::tempdir().unwrap();
+        let state_root = tempfile::tempdir().unwrap();
+        for (guess, mode) in [(true, NetworkMode::Host), (false, NetworkMode::None)] {
+            let mut policy = Policy::bundled("default").unwrap();
+            policy.network.mode = mode;
+            let request = Request {
+                layers: vec![template.path().to_path_buf()],
+                binds: Vec::new(),
+                argv: vec!["readlink".into(), "/proc/self/ns/net".into()],
+                timeout_secs: None,
+                host_env: Vec::new(),
+                without_namespaces: false,
+            };
+            let facts = HostFacts::read();
+            let owner = nix::unistd::geteuid().as_raw();
+            let plan = Plan::build(&policy, &request, &facts.as_plan_host((owner, owner))).unwrap();
+            assert_eq!(plan.network_namespace, mode == NetworkMode::None);
+            let prestart = Prestart::clone(guess).unwrap();
+            let mut sandbox =
+                Sandbox::start_prestarted(&plan, state_root.path(), Some(prestart)).unwrap();
+            let result = sandbox
+                .exec_last(&ExecRequest {
+                    argv: plan.argv.clone(),
+                    env: Vec::new(),
+                    timeout: Duration::from_secs(30),
+                    stdin: StdinSource::Null,
+                    output: OutputMode::Capture,
+                })
+                .unwrap();
+            assert_eq!(result.exit_code, Some(0), "{mode:?}: {result:?}");
+            let inside = String::from_utf8(result.stdout).unwrap();
+            assert_eq!(
+                inside.trim() == host_netns.to_str().unwrap(),
+                mode == NetworkMode::Host,
+                "guess {guess}, mode {mode:?}: the command's network namespace is {inside}"
+            );
         }
     }
 }

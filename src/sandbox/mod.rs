@@ -35,9 +35,9 @@ use serde::Serialize;
 
 use self::cgroup::CgroupError;
 use self::landlock::LandlockOutcome;
-pub use self::live::{ExecRequest, ExecResult, Sandbox, StdinSource};
+pub use self::live::{ExecRequest, ExecResult, Prestart, Sandbox, StdinSource};
 use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
-use crate::spec::policy::{Policy, Protection};
+use crate::spec::policy::{NetworkMode, Policy, Protection};
 use crate::sys;
 use crate::workspace::{Changes, WorkspaceError};
 
@@ -246,10 +246,18 @@ pub fn start(
     request: &Request,
     state_root: &Path,
 ) -> Result<Sandbox, SandboxError> {
+    // The init is cloned first, so that its namespaces (the network namespace above all) are
+    // made while the run is planned. Where that fails, it is tried again below, after the
+    // plan, whose outcome decides (a refused user namespace falls back or fails there).
+    let prestart = if request.without_namespaces {
+        None
+    } else {
+        Prestart::clone(policy.network.mode == NetworkMode::None).ok()
+    };
     let owner = template_owner(&request.layers)?;
     let host = probe::HostFacts::read();
     let plan = Plan::build(policy, request, &host.as_plan_host(owner))?;
-    match Sandbox::start(&plan, state_root) {
+    match Sandbox::start_prestarted(&plan, state_root, prestart) {
         Err(SandboxError::NamespacesUnavailable(e))
             if !policy
                 .protections

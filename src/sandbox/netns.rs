@@ -110,7 +110,7 @@ impl Making {
                 ));
             }
         }
-        let fd = self.shared.netns.load(Ordering::SeqCst);
+        let fd = self.shared.netns.swap(-1, Ordering::SeqCst);
         if fd < 0 {
             return Err(failure("make the network namespace", libc::ECHILD));
         }
@@ -133,9 +133,16 @@ impl Making {
 }
 
 impl Drop for Making {
+    /// Reap the helper; a namespace it made and nobody joined is closed (and so goes away).
     fn drop(&mut self) {
         // The helper uses its stack and `shared` until it exits; both go after this.
         self.wait();
+        let fd = self.shared.netns.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: the helper opened it in the table we share and exited; `join` did not
+            // take it (it swaps -1 in), so it is ours alone.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
     }
 }
 

@@ -34,7 +34,7 @@ pub enum HostEntry {
 }
 
 /// How this process may limit resources through cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CgroupSupport {
     /// Not available (not root, or no pids/memory controller).
@@ -76,7 +76,7 @@ pub struct Request {
 }
 
 /// A mount step of the sandbox's root, applied in order below the new root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MountStep {
     /// A read-only, nosuid, nodev bind of a host path at the same place.
     BindReadOnly { path: PathBuf, dir: bool },
@@ -109,7 +109,7 @@ pub enum MountStep {
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// What Landlock should allow. Everything not granted here is denied.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LandlockPlan {
     /// Read files, list directories, execute.
     pub read_exec: Vec<PathBuf>,
@@ -127,7 +127,7 @@ pub struct LandlockPlan {
 }
 
 /// What the seccomp filter must deny beyond its fixed list (see `seccomp.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct SeccompPlan {
     pub deny_netlink: bool,
     /// Deny AF_INET/AF_INET6 sockets altogether (used when there is no network namespace and
@@ -136,14 +136,14 @@ pub struct SeccompPlan {
 }
 
 /// A resource limit set with setrlimit in the command process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rlimit {
     pub resource: RlimitKind,
     pub soft: u64,
     pub hard: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RlimitKind {
     Cpu,
     AddressSpace,
@@ -154,15 +154,16 @@ pub enum RlimitKind {
 }
 
 /// Limits enforced through a cgroup made for this run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CgroupLimits {
     pub support: CgroupSupport,
     pub pids: u64,
     pub memory_bytes: u64,
 }
 
-/// Everything one run will enforce.
-#[derive(Debug, Clone)]
+/// Everything one run will enforce. The parent sends it to the sandbox's init, which was
+/// cloned before it was made (see `live::Prestart`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub policy_name: String,
     pub namespaced: bool,
