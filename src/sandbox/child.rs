@@ -8,7 +8,7 @@
 //! | # | who | step | why here |
 //! |---|-----|------|----------|
 //! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Start` (the plan and the state directory), set the hostname, compile the seccomp program, become uid/gid 0 of the namespace, drop supplementary groups | the init is cloned before envcraft plans the run ([`super::live::Prestart`]), so that the namespaces, the network one above all, are made while it plans; the parent writes the uid/gid maps before `Start`: only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's. The helper is started on the guess that the plan wants a network namespace (the policy's network mode says so); a wrong guess is put right once the plan is here |
-//! | 2 | init | make `/` private (recursive) | no mount made below may propagate to the host |
+//! | 2 | init | make `/` private (recursive), before `Start` in step 1 | no mount made below may propagate to the host; it needs neither the plan nor a uid/gid map, so it overlaps the parent's planning |
 //! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
 //! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
@@ -165,6 +165,16 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     };
     let mut network = if make_network { start_network()? } else { None };
     sys::reset_ignored_signals().step("reset ignored signals")?;
+    // 2. Nothing below propagates to the host. Needs neither the plan nor a uid/gid map (the
+    // mount namespace is ours from the clone on), so it is done while the parent plans.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .step("make / private")?;
     let (start, fds) = wait_for_any(channel)?;
     let Report::Start {
         plan,
@@ -192,16 +202,6 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     let seed = fds.into_iter().next();
     crate::sys::become_namespace_root(plan.invoker_is_root)
         .step("become uid and gid 0 of the namespace")?;
-
-    // 2. Nothing below propagates to the host.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .step("make / private")?;
 
     // 3. A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the
     // host sees one directory made and removed per run; the layer tmpfs in it holds the

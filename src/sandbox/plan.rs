@@ -374,11 +374,10 @@ fn namespaced_root(
     let mut bound: Vec<PathBuf> = Vec::new();
     for path in &fs.read_only {
         match (host.stat)(path) {
-            HostEntry::Dir | HostEntry::File => {
-                let dir = (host.stat)(path) == HostEntry::Dir;
+            entry @ (HostEntry::Dir | HostEntry::File) => {
                 binds.push(MountStep::BindReadOnly {
                     path: path.clone(),
-                    dir,
+                    dir: entry == HostEntry::Dir,
                 });
                 landlock.read_exec.push(path.clone());
                 bound.push(path.clone());
