@@ -96,6 +96,10 @@ for n in counts:
         with open(os.path.join(d, f"f{i:05d}.bin"), "wb") as fh:
             fh.write(os.urandom(size))  # distinct, incompressible content
 PY
+# The templates' ~110 MB are written out now: left dirty, their writeback would start within
+# the kernel's 30 s expiry, in the middle of A, and share this machine's cores with whatever is
+# being timed (envcraft, which overlaps its setup on two cores, more than bwrap).
+sync
 
 # ---------------------------------------------------------------------------------------------
 # Rows: a label, a command (a string hyperfine -N splits like a shell would), and either a
