@@ -8,7 +8,8 @@
 //! root (a temporary one, say) leaves cgroups no state directory names: empty `envcraft-*`
 //! cgroups older than [`CGROUP_GRACE`] go too (a live run's cgroup is never empty for long: its
 //! init joins it as soon as it is made, and the kernel refuses to remove a cgroup that holds a
-//! process).
+//! process). Parked `spare-*` cgroups (see `cgroup`) are not removed: they are empty by
+//! construction, at most `cgroup::SPARES_MAX` per hierarchy, and are the next runs' cgroups.
 
 use std::fs;
 use std::path::Path;
