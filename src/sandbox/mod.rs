@@ -37,7 +37,7 @@ use self::cgroup::CgroupError;
 use self::landlock::LandlockOutcome;
 pub use self::live::{ExecRequest, ExecResult, Prestart, Sandbox, StdinSource};
 use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
-use crate::spec::policy::{NetworkMode, Policy, Protection};
+use crate::spec::policy::{Policy, Protection};
 use crate::sys;
 use crate::workspace::{Changes, WorkspaceError};
 
@@ -252,7 +252,7 @@ pub fn start(
     let prestart = if request.without_namespaces {
         None
     } else {
-        Prestart::clone(policy.network.mode == NetworkMode::None).ok()
+        Prestart::clone(plan::wants_network_namespace(policy)).ok()
     };
     let owner = template_owner(&request.layers)?;
     let host = probe::HostFacts::read();

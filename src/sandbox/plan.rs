@@ -260,7 +260,7 @@ impl Plan {
         } else {
             (Vec::new(), host_landlock(policy, host))
         };
-        let network_namespace = namespaced && policy.network.mode == NetworkMode::None;
+        let network_namespace = namespaced && wants_network_namespace(policy);
         let landlock = LandlockPlan {
             tcp_bind: policy.network.allow_tcp_bind.clone(),
             tcp_connect: policy.network.allow_tcp_connect.clone(),
@@ -353,6 +353,12 @@ impl Plan {
             required: policy.protections.required.clone(),
         })
     }
+}
+
+/// Whether a run under `policy`, with namespaces, gets a network namespace of its own (only
+/// loopback); read before the plan too, to begin that namespace early (see `live::Prestart`).
+pub fn wants_network_namespace(policy: &Policy) -> bool {
+    policy.network.mode == NetworkMode::None
 }
 
 /// The mounts and Landlock rules of a sandbox with its own mount namespace.
