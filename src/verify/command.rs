@@ -24,6 +24,12 @@ pub enum GraderError {
     Policy(#[from] PolicyError),
     #[error("cannot stage the grader's files")]
     Stage(#[source] std::io::Error),
+    #[error(
+        "cannot seal the grader's directory (mark it opaque with the user.overlay.opaque \
+         xattr, so that the agent's files cannot shadow the grader's): the state root's \
+         filesystem must take user xattrs"
+    )]
+    Seal(#[source] std::io::Error),
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
 }
@@ -51,10 +57,16 @@ pub fn run_grader(
         std::fs::create_dir_all(dir).map_err(GraderError::Stage)?;
     }
     let grader_files = task.dir.join("grader");
-    if grader_files.is_dir() {
-        crate::workspace::copy_tree(&grader_files, &top.join(&task.verifier.grader_dir))?;
+    let has_grader_files = grader_files.is_dir();
+    if has_grader_files {
+        let at = top.join(&task.verifier.grader_dir);
+        crate::workspace::copy_tree(&grader_files, &at)?;
+        seal(&at)?;
     }
     let mut env = env;
+    env.extend(interpreter_env(
+        has_grader_files.then_some(task.verifier.grader_dir.as_str()),
+    ));
     if let Some(t) = transcript {
         std::fs::copy(t, session.join("transcript.jsonl")).map_err(GraderError::Stage)?;
         env.push((
@@ -125,6 +137,36 @@ pub fn run_grader(
             .map(|s| serde_json::to_string(s).unwrap_or_default()),
     };
     Ok((score, check))
+}
+
+/// Make the grader's directory in the grader's own (topmost) layer opaque, so that nothing the
+/// agent left at the same path in its changes (a `grader/json.py` beside the grader's script, a
+/// `grader/check.py` of its own) shows through: the grader's directory holds the task's files
+/// and nothing else. Fails closed: a grader whose directory cannot be sealed does not run.
+fn seal(dir: &Path) -> Result<(), GraderError> {
+    use std::os::fd::AsRawFd;
+    let handle = std::fs::File::open(dir).map_err(GraderError::Seal)?;
+    crate::sys::fsetxattr(handle.as_raw_fd(), c"user.overlay.opaque", b"y")
+        .map_err(GraderError::Seal)
+}
+
+/// The variables that keep the agent's files out of a grader's interpreter. Python adds the
+/// working directory (the workspace) to its module path for `python3 -c`, `-m` and stdin, so a
+/// `json.py` the agent left there would run inside the grader: `PYTHONSAFEPATH` (Python 3.11
+/// and later) adds neither the working directory nor the script's directory; the grader's own
+/// directory (sealed, see [`seal`]) is put on the path instead, so its scripts still import
+/// their helpers; `PYTHONNOUSERSITE` keeps `~/.local` out. They come after the session's
+/// variables, so nothing earlier can switch them off.
+fn interpreter_env(grader_dir: Option<&str>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PYTHONSAFEPATH".to_string(), "1".to_string()),
+        ("PYTHONNOUSERSITE".to_string(), "1".to_string()),
+    ];
+    if let Some(dir) = grader_dir {
+        let at = Path::new("/workspace").join(dir);
+        env.push(("PYTHONPATH".into(), at.to_string_lossy().into_owned()));
+    }
+    env
 }
 
 /// What a grader's run came to.
