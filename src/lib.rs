@@ -30,7 +30,8 @@
 //! - [`server`]: `envcraft serve`, the HTTP API for rollout workers (a thin adapter over
 //!   [`session`]): a registry of sessions, deadlines, auth, metrics, drain on SIGTERM.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
-//! - [`error`]: the crate error and the CLI's exit codes.
+//! - [`error`]: a leaf: an error and its causes as one line (`chain`, and `Chain` for logs).
+//!   The CLI's aggregate error and exit codes are `cli::error`'s.
 //!
 //! Dependencies point downward: `cli` → `sandbox` → `workspace` → `sys`; `spec` is used by all.
 
@@ -49,4 +50,4 @@ pub mod tools;
 pub mod verify;
 pub mod workspace;
 
-pub use error::Error;
+pub use cli::error::Error;

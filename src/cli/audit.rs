@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::task_args::SkillsDir;
 use crate::audit::{self, TaskAudit};
-use crate::error::Error;
+use crate::cli::error::Error;
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use crate::error::{Error, exit};
+use crate::cli::error::{Error, exit};
 use crate::sandbox::probe::Doctor;
 
 #[derive(Debug, Args)]

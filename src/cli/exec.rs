@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::sandbox::plan::Request;
 use crate::sandbox::{self, OutputMode, RunOptions};
 use crate::spec::policy::Policy;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::import::{self, Format, ImportOptions};
 
 #[derive(Debug, Args)]

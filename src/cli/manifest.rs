@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::verify::Manifest;
 
 #[derive(Debug, Args)]

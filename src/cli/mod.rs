@@ -3,6 +3,7 @@
 
 mod audit;
 mod doctor;
+pub mod error;
 mod exec;
 mod exec_line;
 mod import;
@@ -18,7 +19,7 @@ mod verify;
 
 use clap::{Parser, Subcommand};
 
-use crate::error::{Error, exit};
+use crate::cli::error::{Error, exit};
 
 #[derive(Debug, Parser)]
 #[command(

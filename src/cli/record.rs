@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::task_args::{SessionArgs, TaskArgs};
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::session::Session;
 use crate::session::trajectory::{self, Step};
 

@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::task_args::{SessionArgs, TaskArgs};
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::session::Session;
 use crate::session::trajectory::{self, Step};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::task_args::{SkillsDir, WorkspacesDir};
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::server::{self, ServeConfig};
 use crate::session::SessionOptions;
 

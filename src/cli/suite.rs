@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::task_args::SkillsDir;
 use crate::audit;
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::import;
 
 #[derive(Debug, Args)]

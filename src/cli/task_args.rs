@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::session::SessionOptions;
 use crate::spec::task::TaskSpec;
 use crate::spec::time::Timestamp;

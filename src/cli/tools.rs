@@ -6,7 +6,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::task_args::TaskArgs;
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::session::offered_schemas;
 use crate::spec::skill::SkillSpec;
 use crate::tools::skill::OfferedSkill;

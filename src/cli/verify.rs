@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::task_args::TaskArgs;
-use crate::error::Error;
+use crate::cli::error::Error;
 use crate::session::clock::Clock;
 use crate::spec::task::VerifierKind;
 use crate::verify::{self, Expected, Manifest};

@@ -1,0 +1,75 @@
+//! The CLI's error, gathering each module's own, and the exit codes the CLI documents. Only
+//! the command line needs the aggregate: every module below it has its own error type.
+
+use crate::sandbox::SandboxError;
+use crate::spec::policy::PolicyError;
+use crate::verify::VerifyError;
+use crate::workspace::WorkspaceError;
+
+/// Exit codes of `envcraft` itself (a command run by `exec` passes its own through).
+pub mod exit {
+    /// Usage error (bad flags).
+    pub const USAGE: i32 = 2;
+    /// The command ran past its wall-clock limit (as `timeout(1)`).
+    pub const TIMEOUT: i32 = 124;
+    /// envcraft failed: bad policy, missing workspace, sandbox could not be built or a
+    /// required protection is not available here.
+    pub const ENVCRAFT: i32 = 125;
+    /// The command was found but could not be executed.
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found in the sandbox's PATH.
+    pub const NOT_FOUND: i32 = 127;
+    /// `doctor`: the `default` policy cannot run on this machine.
+    pub const DOCTOR_UNFIT: i32 = 1;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+    #[error(transparent)]
+    Task(Box<crate::spec::TaskError>),
+    #[error(transparent)]
+    Skill(#[from] crate::spec::SkillError),
+    #[error(transparent)]
+    Time(#[from] crate::spec::time::TimeError),
+    #[error(transparent)]
+    Session(Box<crate::session::SessionError>),
+    #[error(transparent)]
+    Trajectory(#[from] crate::session::trajectory::TrajectoryError),
+    #[error("task {0} has no solution.jsonl: give the calls to replay with --actions")]
+    NoTrajectory(std::path::PathBuf),
+    #[error(transparent)]
+    Grader(#[from] crate::verify::command::GraderError),
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
+    #[error(
+        "no task under {0}: expected task directories (task.toml), environments (env.toml), a directory of environments, or a ClawGym or PinchBench task set"
+    )]
+    NoTasks(String),
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+    #[error("the reference solution failed, so nothing was recorded: {0}")]
+    SolutionFailed(String),
+}
+
+// Large errors are boxed so that every `Result<_, Error>` stays small.
+impl From<crate::spec::TaskError> for Error {
+    fn from(e: crate::spec::TaskError) -> Self {
+        Error::Task(Box::new(e))
+    }
+}
+
+impl From<crate::session::SessionError> for Error {
+    fn from(e: crate::session::SessionError) -> Self {
+        Error::Session(Box::new(e))
+    }
+}
