@@ -403,23 +403,16 @@ impl Session {
             ))
             .into()
         } else {
-            let limit = Duration::from_secs(self.sandbox.plan().wall_time_secs);
-            match tool {
-                "exec" => tools::exec::call(
-                    &mut self.sandbox,
-                    args,
-                    self.parts.command_env(index),
-                    limit,
-                ),
-                "process" => tools::process::call(&mut self.sandbox, &mut self.offsets, args),
-                "skill" => tools::skill::call(
-                    &mut self.sandbox,
-                    &self.parts.skills,
-                    args,
-                    self.parts.command_env(index),
-                ),
-                _ => tools::call(&self.root, tool, args, now),
-            }
+            let mut context = tools::Context {
+                root: &self.root,
+                limit: Duration::from_secs(self.sandbox.plan().wall_time_secs),
+                sandbox: &mut self.sandbox,
+                offsets: &mut self.offsets,
+                skills: &self.parts.skills,
+                env: self.parts.command_env(index),
+                now,
+            };
+            tools::registry::call(&mut context, tool, args)
         };
         self.action_index += 1;
         let is_error = !result.is_ok();
@@ -611,37 +604,8 @@ pub fn offered_schemas(
     offered: &[String],
     skills: &[OfferedSkill],
 ) -> Vec<(String, String, Value)> {
-    let builtin = tools::schemas();
-    let mut out = Vec::new();
-    for name in offered {
-        match name.as_str() {
-            "exec" => out.push((
-                "exec".into(),
-                "Run a shell command (sh -c) in the workspace; returns exit code, stdout and stderr.".into(),
-                tools::exec::schema(),
-            )),
-            "process" => out.push((
-                "process".into(),
-                "List, poll, read the log of, or kill the commands started with exec {background: true}.".into(),
-                tools::process::schema(),
-            )),
-            "skill" if !skills.is_empty() => {
-                let list: Vec<String> = skills
-                    .iter()
-                    .map(|s| format!("{}: {}", s.name, s.description))
-                    .collect();
-                out.push((
-                    "skill".into(),
-                    format!("Run one of this environment's skills with JSON arguments. Skills: {}", list.join("; ")),
-                    tools::skill::schema(skills),
-                ));
-            }
-            other => {
-                if let Some(s) = builtin.iter().find(|s| s.name == other) {
-                    out.push((s.name.to_string(), s.description.to_string(), s.parameters.clone()));
-                }
-            }
-        }
-    }
-    out
+    tools::registry::schemas(offered, skills)
+        .into_iter()
+        .map(|s| (s.name.to_string(), s.description.into_owned(), s.parameters))
+        .collect()
 }

@@ -5,8 +5,34 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use std::borrow::Cow;
+
+use super::registry::{Context, Run, Tool, ToolSchema};
 use super::result::{ToolError, ToolResult};
+use super::skill::OfferedSkill;
 use crate::sandbox::{ExecRequest, OutputMode, Sandbox, StdinSource};
+
+/// `exec` in the registry.
+pub(crate) const TOOL: Tool = Tool {
+    name: "exec",
+    describe,
+    run: Run::Sandbox(run),
+};
+
+fn describe(_: &[OfferedSkill]) -> Option<ToolSchema> {
+    Some(ToolSchema {
+        name: "exec",
+        description: Cow::Borrowed(
+            "Run a shell command (sh -c) in the workspace; returns exit code, stdout and stderr.",
+        ),
+        parameters: schema(),
+    })
+}
+
+fn run(context: &mut Context<'_>, args: &Value) -> ToolResult {
+    let env = std::mem::take(&mut context.env);
+    call(context.sandbox, args, env, context.limit)
+}
 
 /// The JSON schema of `exec`'s arguments.
 pub fn schema() -> Value {

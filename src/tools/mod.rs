@@ -1,65 +1,77 @@
-//! The built-in tools an agent calls (today the file tools), their JSON schemas, and the one
-//! entry point [`call`] that turns a tool name and JSON arguments into a [`ToolResult`].
+//! The built-in tools an agent calls, one file each, listed once in [`TOOLS`]: their
+//! JSON schemas, and the dispatch that turns a tool name and JSON arguments into a
+//! [`ToolResult`] ([`registry::call`] in a session, [`call`] for the file tools alone).
 //!
 //! Promises: a call never panics and never returns a transport error; every failure is a
 //! [`ToolError`] with a category and an agent-safe message. Names and arguments follow
 //! OpenClaw's tools so that trained agents transfer; the aliases other agents use (`file_path`,
 //! `old_str`, `oldText`, ...) are accepted but not advertised.
 //!
+//! - [`registry`]: the one list of tools ([`Tool`]: name, schema, handler), the dispatch and the
+//!   schemas every consumer reads.
 //! - [`result`]: `ToolResult`, `ToolError` and the error categories.
-//! - [`fs`]: `read`, `write`, `edit`, `apply_patch`, `ls`, `glob`, `grep` over a
-//!   [`WorkspaceRoot`], every path resolved beneath the workspace by the kernel.
+//! - [`fs`]: the file tools' security core over a [`WorkspaceRoot`]: every path resolved
+//!   beneath the workspace by the kernel, files replaced atomically, bounded walks.
+//! - [`read`], [`write`], [`edit`], [`apply_patch`], [`ls`], [`glob`], [`grep`]: the file tools;
+//!   [`exec`], [`process`], [`skill`]: the tools that run commands in the session's sandbox.
 //! - [`patch`]: parsing unified diffs (and OpenClaw's `*** Begin Patch` format) and applying
 //!   hunks to bytes, pure.
 
+pub mod apply_patch;
+pub mod edit;
 pub mod exec;
 pub mod fs;
+pub mod glob;
+pub mod grep;
+pub mod ls;
 pub mod patch;
 pub mod process;
+pub mod read;
+pub mod registry;
 pub mod result;
 pub mod skill;
+pub mod write;
 
 use std::time::SystemTime;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use fs::WorkspaceRoot;
+pub use registry::{Context, Run, Tool, ToolSchema};
 pub use result::{ErrorCategory, ToolError, ToolResult};
 
-/// One tool as the model is told about it: a name, what it does, and a JSON schema of its
-/// arguments.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSchema {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub parameters: Value,
-}
+/// Every built-in tool, in the order they are advertised.
+pub const TOOLS: &[&Tool] = &[
+    &read::TOOL,
+    &write::TOOL,
+    &edit::TOOL,
+    &apply_patch::TOOL,
+    &ls::TOOL,
+    &glob::TOOL,
+    &grep::TOOL,
+    &exec::TOOL,
+    &process::TOOL,
+    &skill::TOOL,
+];
 
-/// Every built-in tool's schema, in a stable order.
+/// The file tools' schemas (aliases accepted by [`call`] are not advertised), in the order of
+/// [`TOOLS`].
 pub fn schemas() -> Vec<ToolSchema> {
-    fs::schemas()
+    let names: Vec<String> = tool_names().into_iter().map(String::from).collect();
+    registry::schemas(&names, &[])
 }
 
-/// The names of the built-in tools, in the order of [`schemas`].
+/// The names of the file tools, in the order of [`schemas`].
 pub fn tool_names() -> Vec<&'static str> {
-    fs::TOOLS.to_vec()
+    registry::file_tool_names()
 }
 
-/// Run the built-in tool `tool` with `args` (a JSON object) over the workspace `root`.
+/// Run the file tool `tool` with `args` (a JSON object) over the workspace `root`.
 ///
 /// `now` is the session clock: every file or directory the call creates or modifies gets it as
 /// its modification and access time.
 pub fn call(root: &WorkspaceRoot, tool: &str, args: &Value, now: SystemTime) -> ToolResult {
-    if fs::TOOLS.contains(&tool) {
-        return fs::call(root, tool, args, now);
-    }
-    ToolError::invalid_argument(format!(
-        "unknown tool `{}`: the built-in tools are {}",
-        shorten(tool, 64),
-        fs::TOOLS.join(", ")
-    ))
-    .into()
+    registry::call_file_tool(root, tool, args, now)
 }
 
 /// `text` cut to at most `max` characters (with `...` when cut), for echoing agent input.

@@ -5,12 +5,37 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use std::borrow::Cow;
+
+use super::registry::{Context, Run, Tool, ToolSchema};
 use super::result::{ToolError, ToolResult};
+use super::skill::OfferedSkill;
 use crate::sandbox::Sandbox;
 
 /// How much of each background command's output `poll` has already returned.
 #[derive(Debug, Default, Clone)]
 pub struct Offsets(BTreeMap<u64, (usize, usize)>);
+
+/// `process` in the registry.
+pub(crate) const TOOL: Tool = Tool {
+    name: "process",
+    describe,
+    run: Run::Sandbox(run),
+};
+
+fn describe(_: &[OfferedSkill]) -> Option<ToolSchema> {
+    Some(ToolSchema {
+        name: "process",
+        description: Cow::Borrowed(
+            "List, poll, read the log of, or kill the commands started with exec {background: true}.",
+        ),
+        parameters: schema(),
+    })
+}
+
+fn run(context: &mut Context<'_>, args: &Value) -> ToolResult {
+    call(context.sandbox, context.offsets, args)
+}
 
 /// The JSON schema of `process`'s arguments.
 pub fn schema() -> Value {

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use std::borrow::Cow;
+
+use super::registry::{Context, Run, Tool, ToolSchema};
 use super::result::{ToolError, ToolResult};
 use crate::sandbox::live::STDIN_BYTES_MAX;
 use crate::sandbox::{ExecRequest, OutputMode, Sandbox, StdinSource};
@@ -29,6 +32,36 @@ pub struct OfferedSkill {
     /// The executable, relative to the skill's directory.
     pub executable: PathBuf,
     pub timeout: Duration,
+}
+
+/// `skill` in the registry: offered only where the environment has skills.
+pub(crate) const TOOL: Tool = Tool {
+    name: "skill",
+    describe,
+    run: Run::Sandbox(run),
+};
+
+fn describe(skills: &[OfferedSkill]) -> Option<ToolSchema> {
+    if skills.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = skills
+        .iter()
+        .map(|s| format!("{}: {}", s.name, s.description))
+        .collect();
+    Some(ToolSchema {
+        name: "skill",
+        description: Cow::Owned(format!(
+            "Run one of this environment's skills with JSON arguments. Skills: {}",
+            list.join("; ")
+        )),
+        parameters: schema(skills),
+    })
+}
+
+fn run(context: &mut Context<'_>, args: &Value) -> ToolResult {
+    let env = std::mem::take(&mut context.env);
+    call(context.sandbox, context.skills, args, env)
 }
 
 /// The JSON schema of `skill`'s arguments, naming the offered skills.
