@@ -20,6 +20,7 @@
 //! its own; `envcraft run --base-time` overrides it).
 
 pub mod clawgym;
+pub mod front_matter;
 pub mod pinchbench;
 
 use std::fmt::Write as _;
