@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::front_matter::{Yaml, parse_document};
+use super::source::{SourceKind, SourceRoot};
 use super::{
     Content, EnvPlan, ImportError, Planned, PlannedFile, docs_md, env_toml, is_inner_path,
     need_notes, prompt_toml, sorted, source_table, unmet_needs,
@@ -33,6 +34,8 @@ pub const LICENSE: &str = "MIT";
 /// Where the grader's files appear in the grader's workspace (hidden, so that a grader that
 /// lists the workspace is least likely to notice them).
 pub const GRADER_DIR: &str = ".pinchbench";
+/// The most bytes a task file may hold.
+pub const MAX_TASK_FILE_BYTES: u64 = 16 << 20;
 /// The grader's time limit: PinchBench sets none for `grade()`; envcraft's default.
 pub const GRADER_TIMEOUT_SECS: u64 = 120;
 
@@ -102,44 +105,61 @@ sys.exit(3)
 "#;
 
 /// Plan every `*.md` task under `src`: `src/tasks/` when it exists (assets under
-/// `src/assets/`), else `src` itself; `TASK_TEMPLATE.md` and `README.md` are not tasks.
+/// `src/assets/`), else `src` itself; `TASK_TEMPLATE.md` and `README.md` are not tasks. A task
+/// file that is a link or a special file is refused (listed with its reason).
 pub fn plan_all(src: &Path) -> Result<Vec<Planned>, ImportError> {
     if src.is_file() {
         let id = file_stem(src);
         return Ok(vec![(id, plan_task(src, &assets_root_of_file(src)))]);
     }
-    let (tasks_dir, root) = if src.join("tasks").is_dir() {
-        (src.join("tasks"), src.to_path_buf())
-    } else {
-        (src.to_path_buf(), src.to_path_buf())
+    let root = SourceRoot::open(src)?;
+    let tasks_rel = match root.probe("tasks", Path::new("tasks"))? {
+        Some(SourceKind::Dir) => PathBuf::from("tasks"),
+        _ => PathBuf::new(),
     };
+    let tasks_dir = root.display(&tasks_rel);
     let read_err = |source| ImportError::Read {
         path: tasks_dir.clone(),
         source,
     };
-    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
     for entry in std::fs::read_dir(&tasks_dir).map_err(read_err)? {
-        let path = entry.map_err(read_err)?.path();
-        let name = file_stem(&path);
-        if path.is_file()
-            && path.extension().is_some_and(|e| e == "md")
-            && !matches!(name.as_str(), "TASK_TEMPLATE" | "README")
+        names.push(entry.map_err(read_err)?.file_name());
+    }
+    names.sort();
+    let mut planned = Vec::new();
+    for name in names {
+        let rel = tasks_rel.join(&name);
+        let id = file_stem(&rel);
+        if rel.extension().is_none_or(|e| e != "md")
+            || matches!(id.as_str(), "TASK_TEMPLATE" | "README")
         {
-            paths.push(path);
+            continue;
+        }
+        match root.probe(&id, &rel)? {
+            Some(SourceKind::File) => {
+                let plan = plan_task_at(&root, &rel, &id);
+                planned.push((id, plan));
+            }
+            Some(SourceKind::Refused(kind)) => {
+                let refused = ImportError::LinkOrSpecial {
+                    task: id.clone(),
+                    path: root.display(&rel),
+                    kind,
+                };
+                planned.push((id, Err(refused)));
+            }
+            _ => {}
         }
     }
-    if paths.is_empty() {
+    if planned.is_empty() {
         return Err(ImportError::NoTasks {
             path: src.to_path_buf(),
             format: "PinchBench",
             expected: "a folder of task files (*.md), or one holding tasks/*.md",
         });
     }
-    paths.sort();
-    Ok(paths
-        .into_iter()
-        .map(|p| (file_stem(&p), plan_task(&p, &root)))
-        .collect())
+    Ok(planned)
 }
 
 fn file_stem(path: &Path) -> String {
@@ -160,10 +180,21 @@ pub fn assets_root_of_file(file: &Path) -> PathBuf {
 
 /// Plan the import of the PinchBench task file `path`; `root` holds its `assets/`.
 pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let task = file_stem(path);
+    match path.strip_prefix(root) {
+        Ok(rel) => plan_task_at(&SourceRoot::open(root)?, rel, &task),
+        Err(_) => {
+            let (parent, name) = super::split_single(path);
+            plan_task_at(&SourceRoot::open(&parent)?, &name, &task)
+        }
+    }
+}
+
+/// Plan the task file `rel` below `source` (which holds its `assets/`); `task` names it in
+/// errors.
+fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, ImportError> {
+    let path = &tree.display(rel);
+    let text = tree.read_text(task, rel, MAX_TASK_FILE_BYTES)?;
     let doc = parse_document(&text).map_err(|(line, problem, expected)| ImportError::Format {
         path: path.to_path_buf(),
         line,
@@ -352,7 +383,7 @@ pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
         },
         PlannedFile {
             path: task_dir.join("task.md"),
-            content: Content::Copy(path.to_path_buf()),
+            content: Content::Copy(tree.file(rel)),
         },
     ];
     let source = json!({
@@ -401,22 +432,27 @@ pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
             });
         }
     }
-    for license in [
-        path.parent().map(|p| p.join("LICENSE")),
-        Some(root.join("LICENSE")),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if license.is_file() {
-            files.push(PlannedFile {
-                path: "LICENSE".into(),
-                content: Content::Copy(license),
-            });
-            break;
+    let beside = rel.parent().unwrap_or(Path::new("")).join("LICENSE");
+    for license in [beside, PathBuf::from("LICENSE")] {
+        match tree.probe(task, &license)? {
+            Some(SourceKind::File) => {
+                files.push(PlannedFile {
+                    path: "LICENSE".into(),
+                    content: Content::Copy(tree.file(&license)),
+                });
+                break;
+            }
+            Some(SourceKind::Refused(kind)) => {
+                return Err(ImportError::LinkOrSpecial {
+                    task: task.to_string(),
+                    path: tree.display(&license),
+                    kind,
+                });
+            }
+            _ => {}
         }
     }
-    workspace_files(fm.get("workspace_files"), path, root, &mut files)?;
+    workspace_files(fm.get("workspace_files"), path, (tree, task), &mut files)?;
     let files = sorted(files);
     if let Some(pair) = files.windows(2).find(|w| w[0].path == w[1].path) {
         return Err(ImportError::Unrepresentable {
@@ -461,7 +497,7 @@ pub fn task_toml(turns: &[String], id: &str, needs_judge: bool) -> String {
 fn workspace_files(
     spec: Option<&Yaml>,
     task: &Path,
-    root: &Path,
+    (source_root, id): (&SourceRoot, &str),
     files: &mut Vec<PlannedFile>,
 ) -> Result<(), ImportError> {
     let items = match spec {
@@ -486,26 +522,36 @@ fn workspace_files(
             field("dest"),
         ) {
             (Some(dest), Some(content), None, _) => (dest, Content::Text(content)),
-            (None, None, Some(source), Some(dest)) | (Some(dest), None, Some(source), None) => {
-                if !is_inner_path(&source) {
+            (None, None, Some(asset), Some(dest)) | (Some(dest), None, Some(asset), None) => {
+                if !is_inner_path(&asset) {
                     return Err(ImportError::Unrepresentable {
                         path: task.to_path_buf(),
-                        reason: format!("workspace file source `{source}` leaves assets/"),
+                        reason: format!("workspace file source `{asset}` leaves assets/"),
                     });
                 }
-                let from = root.join("assets").join(&source);
-                if !from.is_file() {
-                    return Err(ImportError::Format {
-                        path: task.to_path_buf(),
-                        line: None,
-                        problem: format!(
-                            "workspace file source `{}` is not a file",
-                            from.display()
-                        ),
-                        expected: "a file under the task set's assets/".into(),
-                    });
+                let from = Path::new("assets").join(&asset);
+                match source_root.probe(id, &from)? {
+                    Some(SourceKind::File) => {}
+                    Some(SourceKind::Refused(kind)) => {
+                        return Err(ImportError::LinkOrSpecial {
+                            task: id.to_string(),
+                            path: source_root.display(&from),
+                            kind,
+                        });
+                    }
+                    _ => {
+                        return Err(ImportError::Format {
+                            path: task.to_path_buf(),
+                            line: None,
+                            problem: format!(
+                                "workspace file source `{}` is not a file",
+                                source_root.display(&from).display()
+                            ),
+                            expected: "a file under the task set's assets/".into(),
+                        });
+                    }
                 }
-                (dest, Content::Copy(from))
+                (dest, Content::Copy(source_root.file(&from)))
             }
             _ => {
                 return Err(ImportError::Format {
