@@ -177,7 +177,26 @@ fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, Im
         }
     }
     let inputs = dir.join("input_files");
-    if root.probe(task, &inputs.join("reward"))?.is_some() {
+    let inputs_dir = match root.probe(task, &inputs)? {
+        Some(SourceKind::Dir) => true,
+        Some(SourceKind::Refused(kind)) => {
+            return Err(ImportError::LinkOrSpecial {
+                task: task.to_string(),
+                path: root.display(&inputs),
+                kind,
+            });
+        }
+        Some(SourceKind::File) => {
+            return Err(ImportError::Format {
+                path: root.display(&inputs),
+                line: None,
+                problem: "input_files is a file".into(),
+                expected: "a directory of the task's initial workspace".into(),
+            });
+        }
+        None => false,
+    };
+    if inputs_dir && root.probe(task, &inputs.join("reward"))?.is_some() {
         return Err(ImportError::Unrepresentable {
             path: root.display(&inputs.join("reward")),
             reason: "the workspace already has a reward/ directory, where the grader's files \
@@ -238,26 +257,8 @@ fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, Im
         }
         _ => {}
     }
-    match root.probe(task, &inputs)? {
-        Some(SourceKind::Dir) => {
-            plan_copy_tree(root, task, &inputs, Path::new("files"), &mut files)?
-        }
-        Some(SourceKind::Refused(kind)) => {
-            return Err(ImportError::LinkOrSpecial {
-                task: task.to_string(),
-                path: root.display(&inputs),
-                kind,
-            });
-        }
-        Some(SourceKind::File) => {
-            return Err(ImportError::Format {
-                path: root.display(&inputs),
-                line: None,
-                problem: "input_files is a file".into(),
-                expected: "a directory of the task's initial workspace".into(),
-            });
-        }
-        None => {}
+    if inputs_dir {
+        plan_copy_tree(root, task, &inputs, Path::new("files"), &mut files)?;
     }
     plan_copy_tree(root, task, &reward, &task_dir.join("grader"), &mut files)?;
     Ok(EnvPlan {

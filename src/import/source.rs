@@ -143,9 +143,9 @@ impl SourceRoot {
             })?))),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             // A link on the way, or a way out of the root.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => Ok(Some(
-                SourceKind::Refused("reached through a symbolic link"),
-            )),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => {
+                Ok(Some(SourceKind::Refused("reached through a symbolic link")))
+            }
             Err(source) => Err(ImportError::Read {
                 path: self.display(rel),
                 source,
@@ -218,17 +218,14 @@ impl SourceRoot {
             let path = self.display(rel);
             move |source| ImportError::Read { path, source }
         };
-        let root_dir = match self.open_beneath(
-            self.fd.as_fd(),
-            from,
-            libc::O_RDONLY | libc::O_DIRECTORY,
-        ) {
-            Ok(fd) => fd,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => {
-                return Err(self.refused(task, from, "a symbolic link"));
-            }
-            Err(e) => return Err(read_err(from)(e)),
-        };
+        let root_dir =
+            match self.open_beneath(self.fd.as_fd(), from, libc::O_RDONLY | libc::O_DIRECTORY) {
+                Ok(fd) => fd,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => {
+                    return Err(self.refused(task, from, "a symbolic link"));
+                }
+                Err(e) => return Err(read_err(from)(e)),
+            };
         let mut stack: Vec<(OwnedFd, PathBuf, usize)> = vec![(root_dir, PathBuf::new(), 0)];
         let mut planned = 0usize;
         while let Some((dir_fd, inner, depth)) = stack.pop() {
