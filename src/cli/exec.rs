@@ -58,6 +58,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         keep_changes: args.keep_changes,
         // Only the JSON outcome shows them.
         read_changes: args.json,
+        state_root: crate::workspace::state_root::open(None)?,
         ..RunOptions::default()
     };
     let outcome = sandbox::execute(&policy, &request, &options)?;
