@@ -331,3 +331,172 @@ fn a_fifo_in_a_task_source_is_refused_without_hanging_the_import() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+// ---------------------------------------------------------------------------
+// The state root and the manifest cache.
+
+/// An environment whose one task passes only when `a.txt` holds `new`; its `unchanged` rule
+/// makes the verifier read the template's cached manifest. (the environment dir, the task dir,
+/// an empty trajectory: one `ls`).
+fn poisonable_task() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("poison");
+    fs::create_dir_all(env.join("files/keep")).unwrap();
+    fs::write(env.join("files/a.txt"), "old\n").unwrap();
+    fs::write(env.join("files/keep/b.txt"), "kept\n").unwrap();
+    fs::write(env.join("docs.md"), "# Poison\n\nOne file, a.txt.\n").unwrap();
+    fs::write(
+        env.join("env.toml"),
+        "name = \"poison\"\ndescription = \"one file to change\"\npolicy = \"default\"\n\
+         tools = [\"read\", \"write\", \"ls\"]\nbase_time = \"2026-03-02T09:00:00Z\"\n",
+    )
+    .unwrap();
+    let task = env.join("tasks/t");
+    fs::create_dir_all(&task).unwrap();
+    fs::write(
+        task.join("task.toml"),
+        "prompt = \"Write new into a.txt.\"\n\n[verifier]\nkind = \"manifest\"\n",
+    )
+    .unwrap();
+    let expected = serde_json::json!({
+        "version": 1,
+        "files": {"a.txt": {"sha256": envcraft::verify::sha256_hex(b"new\n")}},
+        "unchanged": ["keep/**"],
+    });
+    fs::write(task.join("expected.json"), expected.to_string()).unwrap();
+    common::make_world_readable(dir.path());
+    let traj = dir.path().join("untouched.jsonl");
+    fs::write(&traj, "{\"tool\": \"ls\", \"args\": {}}\n").unwrap();
+    (dir, task, traj)
+}
+
+/// `envcraft run TASK --json --actions TRAJ` with `state`: (the run, its report when it gave one).
+fn run_task(task: &Path, traj: &Path, state: &Path) -> (Ran, Option<serde_json::Value>) {
+    let ran = envcraft(
+        &[
+            "run",
+            task.to_str().unwrap(),
+            "--json",
+            "--actions",
+            traj.to_str().unwrap(),
+        ],
+        Some(state),
+    );
+    let report = ran
+        .out
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    (ran, report)
+}
+
+#[test]
+fn a_poisoned_manifest_cache_entry_does_not_flip_the_verdict_of_an_untouched_workspace() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let (dir, task, traj) = poisonable_task();
+    let state = tempfile::tempdir().unwrap();
+    let (ran, report) = run_task(&task, &traj, state.path());
+    let report = report.unwrap_or_else(|| panic!("{}\n{}", ran.out, ran.err));
+    assert_eq!(report["passed"], false, "{report}");
+    // The attacker's entry: the manifest of the solved workspace, written over every entry
+    // of the cache (as anyone who can write there would).
+    let solved = dir.path().join("solved");
+    copy_dir(&dir.path().join("poison/files"), &solved);
+    fs::write(solved.join("a.txt"), "new\n").unwrap();
+    let forged = envcraft::verify::Manifest::of_dir(&solved)
+        .unwrap()
+        .to_json();
+    let mut planted = 0;
+    for entry in fs::read_dir(state.path().join("manifests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            fs::write(&path, &forged).unwrap();
+            planted += 1;
+        }
+    }
+    assert!(planted > 0, "the run cached no manifest");
+    let (ran, report) = run_task(&task, &traj, state.path());
+    let report = report.unwrap_or_else(|| panic!("{}\n{}", ran.out, ran.err));
+    assert_eq!(
+        report["passed"], false,
+        "the poisoned entry flipped the verdict: {report}"
+    );
+    assert!(report["reward"].as_f64().unwrap() < 1.0, "{report}");
+}
+
+#[test]
+fn a_manifests_dir_of_another_user_or_writable_by_all_is_refused() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let (_dir, task, traj) = poisonable_task();
+    // Owned by nobody.
+    let state = tempfile::tempdir().unwrap();
+    let manifests = state.path().join("manifests");
+    fs::create_dir(&manifests).unwrap();
+    nix::unistd::chown(
+        &manifests,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let (ran, report) = run_task(&task, &traj, state.path());
+    let report = report.unwrap_or_else(|| panic!("{}\n{}", ran.out, ran.err));
+    // No verdict at all: the verifier's error says which directory and why.
+    assert_eq!(report["passed"], serde_json::Value::Null, "{report}");
+    let error = report["verifier_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("manifests") && error.contains("owned by uid 65534"),
+        "{report}"
+    );
+    assert_eq!(
+        fs::read_dir(&manifests).unwrap().count(),
+        0,
+        "an entry was written"
+    );
+    // Ours, but anyone may write it.
+    let state = tempfile::tempdir().unwrap();
+    let manifests = state.path().join("manifests");
+    fs::create_dir(&manifests).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&manifests, fs::Permissions::from_mode(0o777)).unwrap();
+    let (ran, report) = run_task(&task, &traj, state.path());
+    let report = report.unwrap_or_else(|| panic!("{}\n{}", ran.out, ran.err));
+    assert_eq!(report["passed"], serde_json::Value::Null, "{report}");
+    let error = report["verifier_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("manifests") && error.contains("mode 0777"),
+        "{report}"
+    );
+    assert_eq!(
+        fs::read_dir(&manifests).unwrap().count(),
+        0,
+        "an entry was written"
+    );
+}
+
+#[test]
+fn a_state_root_of_another_user_is_refused_before_anything_is_written_there() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let (_dir, task, traj) = poisonable_task();
+    let parent = tempfile::tempdir().unwrap();
+    let state = parent.path().join("state");
+    fs::create_dir(&state).unwrap();
+    nix::unistd::chown(&state, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let (ran, _) = run_task(&task, &traj, &state);
+    assert_ne!(ran.code, 0, "{}", ran.out);
+    assert!(
+        ran.err.contains(&state.display().to_string()) && ran.err.contains("owned by uid 65534"),
+        "{}",
+        ran.err
+    );
+    assert_eq!(
+        fs::read_dir(&state).unwrap().count(),
+        0,
+        "state was written there"
+    );
+}

@@ -177,10 +177,7 @@ mod tests {
             choose(None, None, None, tmp.clone(), 7),
             Path::new("/tmp/envcraft-7")
         );
-        assert_eq!(
-            choose(Some("/x".into()), run, shm, tmp, 7),
-            Path::new("/x")
-        );
+        assert_eq!(choose(Some("/x".into()), run, shm, tmp, 7), Path::new("/x"));
     }
 
     #[test]
@@ -194,7 +191,10 @@ mod tests {
         prepare(&root).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = prepare(&root).unwrap_err().to_string();
-        assert!(err.contains("mode 0777") && err.contains("no group or other"), "{err}");
+        assert!(
+            err.contains("mode 0777") && err.contains("no group or other"),
+            "{err}"
+        );
         // A link to a private directory of ours is still refused: the link is what is named.
         let target = dir.path().join("target");
         prepare(&target).unwrap();
