@@ -59,7 +59,6 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         // Only the JSON outcome shows them.
         read_changes: args.json,
         state_root: crate::workspace::state_root::open(None)?,
-        ..RunOptions::default()
     };
     let outcome = sandbox::execute(&policy, &request, &options)?;
     if args.json {
