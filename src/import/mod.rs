@@ -360,10 +360,13 @@ fn write_files(plan: &EnvPlan, root: &Path) -> Result<(), ImportError> {
         }
         match &file.content {
             Content::Text(text) => {
-                std::fs::write(&target, text).map_err(|source| ImportError::Write {
-                    path: target,
-                    source,
-                })?
+                use std::io::Write as _;
+                std::fs::File::create_new(&target)
+                    .and_then(|mut f| f.write_all(text.as_bytes()))
+                    .map_err(|source| ImportError::Write {
+                        path: target,
+                        source,
+                    })?
             }
             Content::Copy(from) => from.copy_to(&plan.task, &target)?,
         }
