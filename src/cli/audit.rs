@@ -94,10 +94,7 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         .flat_map(|p| audit::find_tasks(p))
         .collect();
     let options = crate::session::SessionOptions {
-        state_root: args
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+        state_root: crate::workspace::state_root::open(args.state_dir.clone())?,
         skills_root: args.skills.path.clone(),
         base_time: None,
         seed: None,

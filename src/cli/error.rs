@@ -57,6 +57,8 @@ pub enum Error {
     NoTasks(String),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
+    #[error(transparent)]
+    StateRoot(#[from] crate::workspace::state_root::StateRootError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

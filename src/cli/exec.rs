@@ -58,7 +58,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         keep_changes: args.keep_changes,
         // Only the JSON outcome shows them.
         read_changes: args.json,
-        ..RunOptions::default()
+        state_root: crate::workspace::state_root::open(None)?,
     };
     let outcome = sandbox::execute(&policy, &request, &options)?;
     if args.json {

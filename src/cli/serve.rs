@@ -70,9 +70,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         connection_idle_timeout: Duration::from_secs(args.connection_idle_timeout),
     };
     let options = SessionOptions {
-        state_root: args
-            .state_dir
-            .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+        state_root: crate::workspace::state_root::open(args.state_dir)?,
         skills_root: args.skills.path,
         base_time: None,
         seed: None,

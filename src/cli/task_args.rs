@@ -104,10 +104,7 @@ impl SessionArgs {
             None => None,
         };
         Ok(SessionOptions {
-            state_root: self
-                .state_dir
-                .clone()
-                .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root),
+            state_root: crate::workspace::state_root::open(self.state_dir.clone())?,
             skills_root: task.skills.path.clone(),
             base_time,
             seed: None,

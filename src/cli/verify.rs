@@ -65,10 +65,7 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
     let grader = match verifier.kind {
         VerifierKind::Manifest => None,
         _ => {
-            let state_root = args
-                .state_dir
-                .clone()
-                .unwrap_or_else(|| crate::sandbox::RunOptions::default().state_root);
+            let state_root = crate::workspace::state_root::open(args.state_dir.clone())?;
             let clock = Clock {
                 base_unix: task.effective_base_time().unix_seconds(),
                 step_secs: task.env.time_step_secs,

@@ -13,10 +13,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::source::{SourceKind, SourceRoot};
 use super::{
     Content, EnvPlan, ImportError, Planned, PlannedFile, docs_md, env_toml, need_notes,
     plan_copy_tree, prompt_toml, sorted, source_table, unmet_needs,
 };
+
+/// The most bytes a `data_entry.json` may hold.
+pub const MAX_ENTRY_BYTES: u64 = 16 << 20;
 
 pub const ORIGIN: &str = "ClawGym";
 /// ClawGym-Agents' license (its `LICENSE`, copied along when the source has it).
@@ -27,37 +31,56 @@ pub const MOUNT_DIR: &str = "/root/.openclaw/workspace";
 pub const GRADER_TIMEOUT_SECS: u64 = 120;
 
 /// Plan every task under `src`: `src` itself when it is a task folder, else each of its
-/// subdirectories holding `data_entry.json` (or named `task_*`), sorted by name.
+/// subdirectories holding `data_entry.json` (or named `task_*`), sorted by name. A link or a
+/// special file where a task folder would be is refused (listed with its reason).
 pub fn plan_all(src: &Path) -> Result<Vec<Planned>, ImportError> {
     if src.join("data_entry.json").is_file() {
         let id = dir_name(src);
         return Ok(vec![(id, plan_task(src))]);
     }
+    let root = SourceRoot::open(src)?;
     let read_err = |source| ImportError::Read {
         path: src.to_path_buf(),
         source,
     };
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for entry in std::fs::read_dir(src).map_err(read_err)? {
-        let path = entry.map_err(read_err)?.path();
-        if path.is_dir()
-            && (path.join("data_entry.json").is_file() || dir_name(&path).starts_with("task_"))
-        {
-            dirs.push(path);
+    let mut names: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(root.path()).map_err(read_err)? {
+        let name = entry.map_err(read_err)?.file_name();
+        names.push(name.to_string_lossy().into_owned());
+    }
+    names.sort();
+    let mut planned = Vec::new();
+    for name in names {
+        let rel = Path::new(&name);
+        let kind = root.probe(&name, rel)?;
+        let has_entry = || {
+            root.probe(&name, &rel.join("data_entry.json"))
+                .map(|k| k.is_some())
+        };
+        match kind {
+            Some(SourceKind::Dir) if name.starts_with("task_") || has_entry()? => {
+                let plan = plan_task_at(&root, rel, &name);
+                planned.push((name, plan));
+            }
+            Some(SourceKind::Refused(kind)) if name.starts_with("task_") => {
+                let refused = ImportError::LinkOrSpecial {
+                    task: name.clone(),
+                    path: root.display(rel),
+                    kind,
+                };
+                planned.push((name, Err(refused)));
+            }
+            _ => {}
         }
     }
-    if dirs.is_empty() {
+    if planned.is_empty() {
         return Err(ImportError::NoTasks {
             path: src.to_path_buf(),
             format: "ClawGym",
             expected: "a task folder holding data_entry.json, or a folder of them (task_NNNN/)",
         });
     }
-    dirs.sort();
-    Ok(dirs
-        .into_iter()
-        .map(|dir| (dir_name(&dir), plan_task(&dir)))
-        .collect())
+    Ok(planned)
 }
 
 fn dir_name(dir: &Path) -> String {
@@ -68,11 +91,16 @@ fn dir_name(dir: &Path) -> String {
 
 /// Plan the import of the one ClawGym task in `dir`.
 pub fn plan_task(dir: &Path) -> Result<EnvPlan, ImportError> {
-    let entry_path = dir.join("data_entry.json");
-    let text = std::fs::read_to_string(&entry_path).map_err(|source| ImportError::Read {
-        path: entry_path.clone(),
-        source,
-    })?;
+    let (parent, name) = super::split_single(dir);
+    let root = SourceRoot::open(&parent)?;
+    plan_task_at(&root, &name, &dir_name(dir))
+}
+
+/// Plan the ClawGym task at `dir` below `root`; `task` names it in errors.
+fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, ImportError> {
+    let entry_rel = dir.join("data_entry.json");
+    let entry_path = root.display(&entry_rel);
+    let text = root.read_text(task, &entry_rel, MAX_ENTRY_BYTES)?;
     let format_err = |problem: String, expected: &str| ImportError::Format {
         path: entry_path.clone(),
         line: None,
@@ -129,18 +157,48 @@ pub fn plan_task(dir: &Path) -> Result<EnvPlan, ImportError> {
     let metadata = entry.get("metadata").cloned().unwrap_or(Value::Null);
 
     let reward = dir.join("reward");
-    if !reward.join("reward.sh").is_file() {
-        return Err(ImportError::Format {
-            path: dir.to_path_buf(),
-            line: None,
-            problem: "has no reward/reward.sh".into(),
-            expected: "a ClawGym task folder with reward/reward.sh (and the check it runs)".into(),
-        });
+    match root.probe(task, &reward.join("reward.sh"))? {
+        Some(SourceKind::File) => {}
+        Some(SourceKind::Refused(kind)) => {
+            return Err(ImportError::LinkOrSpecial {
+                task: task.to_string(),
+                path: root.display(&reward.join("reward.sh")),
+                kind,
+            });
+        }
+        _ => {
+            return Err(ImportError::Format {
+                path: root.display(dir),
+                line: None,
+                problem: "has no reward/reward.sh".into(),
+                expected: "a ClawGym task folder with reward/reward.sh (and the check it runs)"
+                    .into(),
+            });
+        }
     }
     let inputs = dir.join("input_files");
-    if inputs.join("reward").exists() {
+    let inputs_dir = match root.probe(task, &inputs)? {
+        Some(SourceKind::Dir) => true,
+        Some(SourceKind::Refused(kind)) => {
+            return Err(ImportError::LinkOrSpecial {
+                task: task.to_string(),
+                path: root.display(&inputs),
+                kind,
+            });
+        }
+        Some(SourceKind::File) => {
+            return Err(ImportError::Format {
+                path: root.display(&inputs),
+                line: None,
+                problem: "input_files is a file".into(),
+                expected: "a directory of the task's initial workspace".into(),
+            });
+        }
+        None => false,
+    };
+    if inputs_dir && root.probe(task, &inputs.join("reward"))?.is_some() {
         return Err(ImportError::Unrepresentable {
-            path: inputs.join("reward"),
+            path: root.display(&inputs.join("reward")),
             reason: "the workspace already has a reward/ directory, where the grader's files \
                      must appear"
                 .into(),
@@ -177,25 +235,32 @@ pub fn plan_task(dir: &Path) -> Result<EnvPlan, ImportError> {
         },
         PlannedFile {
             path: task_dir.join("data_entry.json"),
-            content: Content::Copy(entry_path.clone()),
+            content: Content::Copy(root.file(&entry_rel)),
         },
         PlannedFile {
             path: task_dir.join("source.json"),
             content: Content::Text(source_json(&id, &metadata, &needs, &notes)),
         },
     ];
-    if let Some(license) = dir.parent().map(|p| p.join("LICENSE"))
-        && license.is_file()
-    {
-        files.push(PlannedFile {
+    let license = dir.parent().unwrap_or(Path::new("")).join("LICENSE");
+    match root.probe(task, &license)? {
+        Some(SourceKind::File) => files.push(PlannedFile {
             path: "LICENSE".into(),
-            content: Content::Copy(license),
-        });
+            content: Content::Copy(root.file(&license)),
+        }),
+        Some(SourceKind::Refused(kind)) => {
+            return Err(ImportError::LinkOrSpecial {
+                task: task.to_string(),
+                path: root.display(&license),
+                kind,
+            });
+        }
+        _ => {}
     }
-    if inputs.is_dir() {
-        plan_copy_tree(&inputs, Path::new("files"), &mut files)?;
+    if inputs_dir {
+        plan_copy_tree(root, task, &inputs, Path::new("files"), &mut files)?;
     }
-    plan_copy_tree(&reward, &task_dir.join("grader"), &mut files)?;
+    plan_copy_tree(root, task, &reward, &task_dir.join("grader"), &mut files)?;
     Ok(EnvPlan {
         env,
         task: id,

@@ -20,13 +20,17 @@
 //! its own; `envcraft run --base-time` overrides it).
 
 pub mod clawgym;
+pub mod front_matter;
 pub mod pinchbench;
+pub mod source;
 
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::spec::env::BUILTIN_TOOLS;
+
+pub use source::{SourceFile, SourceRoot};
 
 /// The session clock of every imported environment: a Monday morning, fixed so that an
 /// import is deterministic (neither ClawGym nor PinchBench records one).
@@ -55,6 +59,16 @@ pub enum ImportError {
         line: Option<usize>,
         problem: String,
         expected: String,
+    },
+    /// A symbolic link (the file itself or one on the way to it) or a special file in a
+    /// task source: its content would be the machine's, not the task's.
+    #[error(
+        "task {task}: {path} is {kind}; links and special files are refused in a task source (only regular files and directories are imported)"
+    )]
+    LinkOrSpecial {
+        task: String,
+        path: PathBuf,
+        kind: &'static str,
     },
     /// The source is well formed but envcraft cannot represent it faithfully.
     #[error("{path}: cannot be represented: {reason}")]
@@ -114,8 +128,9 @@ pub struct PlannedFile {
 pub enum Content {
     /// Written as given.
     Text(String),
-    /// A copy of this source file, bytes and permission bits.
-    Copy(PathBuf),
+    /// A copy of this source file, bytes and permission bits (never setuid), checked again
+    /// on open when it is written.
+    Copy(SourceFile),
 }
 
 /// Everything one imported task becomes: one environment directory with one task.
@@ -195,7 +210,7 @@ pub fn import(
         }
         let env_dir = match write_plan(&plan, dest) {
             Ok(dir) => dir,
-            Err(e @ ImportError::Exists { .. }) => {
+            Err(e @ (ImportError::Exists { .. } | ImportError::LinkOrSpecial { .. })) => {
                 outcome.skipped.push((id, e.to_string()));
                 continue;
             }
@@ -312,6 +327,10 @@ pub fn write_plan(plan: &EnvPlan, dest: &Path) -> Result<PathBuf, ImportError> {
             source,
         })?;
     }
+    std::fs::create_dir(&partial).map_err(|source| ImportError::Write {
+        path: partial.clone(),
+        source,
+    })?;
     let written = write_files(plan, &partial);
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&partial);
@@ -326,9 +345,11 @@ pub fn write_plan(plan: &EnvPlan, dest: &Path) -> Result<PathBuf, ImportError> {
 
 fn write_files(plan: &EnvPlan, root: &Path) -> Result<(), ImportError> {
     // files/ must exist even when the workspace starts empty.
-    for dir in [root.to_path_buf(), root.join("files")] {
-        std::fs::create_dir_all(&dir).map_err(|source| ImportError::Write { path: dir, source })?;
-    }
+    let files = root.join("files");
+    std::fs::create_dir(&files).map_err(|source| ImportError::Write {
+        path: files,
+        source,
+    })?;
     for file in &plan.files {
         let target = root.join(&file.path);
         if let Some(parent) = target.parent() {
@@ -337,57 +358,55 @@ fn write_files(plan: &EnvPlan, root: &Path) -> Result<(), ImportError> {
                 source,
             })?;
         }
-        let written = match &file.content {
-            Content::Text(text) => std::fs::write(&target, text),
-            // fs::copy keeps the permission bits; a setuid bit is never carried over.
-            Content::Copy(from) => std::fs::copy(from, &target).and_then(|_| {
-                use std::os::unix::fs::PermissionsExt;
-                let mode = std::fs::metadata(from)?.permissions().mode() & 0o777;
-                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
-            }),
-        };
-        written.map_err(|source| ImportError::Write {
-            path: target,
-            source,
-        })?;
+        match &file.content {
+            Content::Text(text) => {
+                use std::io::Write as _;
+                std::fs::File::create_new(&target)
+                    .and_then(|mut f| f.write_all(text.as_bytes()))
+                    .map_err(|source| ImportError::Write {
+                        path: target,
+                        source,
+                    })?
+            }
+            Content::Copy(from) => from.copy_to(&plan.task, &target)?,
+        }
     }
     Ok(())
 }
 
-/// Plan copies of every regular file under `from` to `to/REL`, sorted by path. Symbolic links
+/// Plan copies of every regular file under `from` (below `root`) to `to/REL`. Symbolic links
 /// and special files are refused: a link could point out of the workspace, and their meaning
 /// depends on the machine they were made on.
 pub(crate) fn plan_copy_tree(
+    root: &SourceRoot,
+    task: &str,
     from: &Path,
     to: &Path,
     files: &mut Vec<PlannedFile>,
 ) -> Result<(), ImportError> {
-    for entry in walkdir::WalkDir::new(from).min_depth(1).sort_by_file_name() {
-        let entry = entry.map_err(|e| ImportError::Read {
-            path: from.to_path_buf(),
-            source: e.into(),
-        })?;
-        let ft = entry.file_type();
-        if ft.is_dir() {
-            continue;
-        }
-        if !ft.is_file() {
-            return Err(ImportError::Unrepresentable {
-                path: entry.path().to_path_buf(),
-                reason: "it is a symbolic link or a special file; only regular files and \
-                         directories are imported"
-                    .into(),
-            });
-        }
-        let Ok(rel) = entry.path().strip_prefix(from) else {
-            continue;
-        };
-        files.push(PlannedFile {
-            path: to.join(rel),
-            content: Content::Copy(entry.path().to_path_buf()),
-        });
-    }
+    let mut found = Vec::new();
+    root.walk_files(task, from, to, &mut found)?;
+    files.extend(found.into_iter().map(|(path, source)| PlannedFile {
+        path,
+        content: Content::Copy(source),
+    }));
     Ok(())
+}
+
+/// The directory holding the one task at `path` (the source root) and the task's path below
+/// it: the user named `path`, so links on the way to its directory are followed, and the
+/// task itself is opened below it like every other file.
+pub(crate) fn split_single(path: &Path) -> (PathBuf, PathBuf) {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => (parent.to_path_buf(), PathBuf::from(name)),
+        _ => match std::fs::canonicalize(path) {
+            Ok(full) => match (full.parent(), full.file_name()) {
+                (Some(parent), Some(name)) => (parent.to_path_buf(), PathBuf::from(name)),
+                _ => (full, PathBuf::new()),
+            },
+            Err(_) => (path.to_path_buf(), PathBuf::new()),
+        },
+    }
 }
 
 /// Whether `name` can be a directory name envcraft accepts as an environment or a task id.

@@ -14,15 +14,15 @@
 //! scores 0; a `hybrid` one scores its automated part, and `source.json` records the judge's
 //! weight.
 //!
-//! The front matter is read by a small YAML reader of the subset PinchBench uses: block
-//! mappings and sequences, plain, quoted and `|` block scalars, `[]`/`{}`, flow lists of
-//! scalars, comments. Anything else (anchors, tags, folded scalars, flow mappings) is refused
-//! with its line, never guessed.
+//! The front matter is read by [`super::front_matter`], a bounded, linear-time reader of the
+//! YAML subset PinchBench uses.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::front_matter::{Yaml, parse_document};
+use super::source::{SourceKind, SourceRoot};
 use super::{
     Content, EnvPlan, ImportError, Planned, PlannedFile, docs_md, env_toml, is_inner_path,
     need_notes, prompt_toml, sorted, source_table, unmet_needs,
@@ -34,6 +34,8 @@ pub const LICENSE: &str = "MIT";
 /// Where the grader's files appear in the grader's workspace (hidden, so that a grader that
 /// lists the workspace is least likely to notice them).
 pub const GRADER_DIR: &str = ".pinchbench";
+/// The most bytes a task file may hold.
+pub const MAX_TASK_FILE_BYTES: u64 = 16 << 20;
 /// The grader's time limit: PinchBench sets none for `grade()`; envcraft's default.
 pub const GRADER_TIMEOUT_SECS: u64 = 120;
 
@@ -103,44 +105,61 @@ sys.exit(3)
 "#;
 
 /// Plan every `*.md` task under `src`: `src/tasks/` when it exists (assets under
-/// `src/assets/`), else `src` itself; `TASK_TEMPLATE.md` and `README.md` are not tasks.
+/// `src/assets/`), else `src` itself; `TASK_TEMPLATE.md` and `README.md` are not tasks. A task
+/// file that is a link or a special file is refused (listed with its reason).
 pub fn plan_all(src: &Path) -> Result<Vec<Planned>, ImportError> {
     if src.is_file() {
         let id = file_stem(src);
         return Ok(vec![(id, plan_task(src, &assets_root_of_file(src)))]);
     }
-    let (tasks_dir, root) = if src.join("tasks").is_dir() {
-        (src.join("tasks"), src.to_path_buf())
-    } else {
-        (src.to_path_buf(), src.to_path_buf())
+    let root = SourceRoot::open(src)?;
+    let tasks_rel = match root.probe("tasks", Path::new("tasks"))? {
+        Some(SourceKind::Dir) => PathBuf::from("tasks"),
+        _ => PathBuf::new(),
     };
+    let tasks_dir = root.display(&tasks_rel);
     let read_err = |source| ImportError::Read {
         path: tasks_dir.clone(),
         source,
     };
-    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
     for entry in std::fs::read_dir(&tasks_dir).map_err(read_err)? {
-        let path = entry.map_err(read_err)?.path();
-        let name = file_stem(&path);
-        if path.is_file()
-            && path.extension().is_some_and(|e| e == "md")
-            && !matches!(name.as_str(), "TASK_TEMPLATE" | "README")
+        names.push(entry.map_err(read_err)?.file_name());
+    }
+    names.sort();
+    let mut planned = Vec::new();
+    for name in names {
+        let rel = tasks_rel.join(&name);
+        let id = file_stem(&rel);
+        if rel.extension().is_none_or(|e| e != "md")
+            || matches!(id.as_str(), "TASK_TEMPLATE" | "README")
         {
-            paths.push(path);
+            continue;
+        }
+        match root.probe(&id, &rel)? {
+            Some(SourceKind::File) => {
+                let plan = plan_task_at(&root, &rel, &id);
+                planned.push((id, plan));
+            }
+            Some(SourceKind::Refused(kind)) => {
+                let refused = ImportError::LinkOrSpecial {
+                    task: id.clone(),
+                    path: root.display(&rel),
+                    kind,
+                };
+                planned.push((id, Err(refused)));
+            }
+            _ => {}
         }
     }
-    if paths.is_empty() {
+    if planned.is_empty() {
         return Err(ImportError::NoTasks {
             path: src.to_path_buf(),
             format: "PinchBench",
             expected: "a folder of task files (*.md), or one holding tasks/*.md",
         });
     }
-    paths.sort();
-    Ok(paths
-        .into_iter()
-        .map(|p| (file_stem(&p), plan_task(&p, &root)))
-        .collect())
+    Ok(planned)
 }
 
 fn file_stem(path: &Path) -> String {
@@ -161,10 +180,21 @@ pub fn assets_root_of_file(file: &Path) -> PathBuf {
 
 /// Plan the import of the PinchBench task file `path`; `root` holds its `assets/`.
 pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let task = file_stem(path);
+    match path.strip_prefix(root) {
+        Ok(rel) => plan_task_at(&SourceRoot::open(root)?, rel, &task),
+        Err(_) => {
+            let (parent, name) = super::split_single(path);
+            plan_task_at(&SourceRoot::open(&parent)?, &name, &task)
+        }
+    }
+}
+
+/// Plan the task file `rel` below `source` (which holds its `assets/`); `task` names it in
+/// errors.
+fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, ImportError> {
+    let path = &tree.display(rel);
+    let text = tree.read_text(task, rel, MAX_TASK_FILE_BYTES)?;
     let doc = parse_document(&text).map_err(|(line, problem, expected)| ImportError::Format {
         path: path.to_path_buf(),
         line,
@@ -353,7 +383,7 @@ pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
         },
         PlannedFile {
             path: task_dir.join("task.md"),
-            content: Content::Copy(path.to_path_buf()),
+            content: Content::Copy(tree.file(rel)),
         },
     ];
     let source = json!({
@@ -402,22 +432,27 @@ pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
             });
         }
     }
-    for license in [
-        path.parent().map(|p| p.join("LICENSE")),
-        Some(root.join("LICENSE")),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if license.is_file() {
-            files.push(PlannedFile {
-                path: "LICENSE".into(),
-                content: Content::Copy(license),
-            });
-            break;
+    let beside = rel.parent().unwrap_or(Path::new("")).join("LICENSE");
+    for license in [beside, PathBuf::from("LICENSE")] {
+        match tree.probe(task, &license)? {
+            Some(SourceKind::File) => {
+                files.push(PlannedFile {
+                    path: "LICENSE".into(),
+                    content: Content::Copy(tree.file(&license)),
+                });
+                break;
+            }
+            Some(SourceKind::Refused(kind)) => {
+                return Err(ImportError::LinkOrSpecial {
+                    task: task.to_string(),
+                    path: tree.display(&license),
+                    kind,
+                });
+            }
+            _ => {}
         }
     }
-    workspace_files(fm.get("workspace_files"), path, root, &mut files)?;
+    workspace_files(fm.get("workspace_files"), path, (tree, task), &mut files)?;
     let files = sorted(files);
     if let Some(pair) = files.windows(2).find(|w| w[0].path == w[1].path) {
         return Err(ImportError::Unrepresentable {
@@ -462,7 +497,7 @@ pub fn task_toml(turns: &[String], id: &str, needs_judge: bool) -> String {
 fn workspace_files(
     spec: Option<&Yaml>,
     task: &Path,
-    root: &Path,
+    (source_root, id): (&SourceRoot, &str),
     files: &mut Vec<PlannedFile>,
 ) -> Result<(), ImportError> {
     let items = match spec {
@@ -487,26 +522,36 @@ fn workspace_files(
             field("dest"),
         ) {
             (Some(dest), Some(content), None, _) => (dest, Content::Text(content)),
-            (None, None, Some(source), Some(dest)) | (Some(dest), None, Some(source), None) => {
-                if !is_inner_path(&source) {
+            (None, None, Some(asset), Some(dest)) | (Some(dest), None, Some(asset), None) => {
+                if !is_inner_path(&asset) {
                     return Err(ImportError::Unrepresentable {
                         path: task.to_path_buf(),
-                        reason: format!("workspace file source `{source}` leaves assets/"),
+                        reason: format!("workspace file source `{asset}` leaves assets/"),
                     });
                 }
-                let from = root.join("assets").join(&source);
-                if !from.is_file() {
-                    return Err(ImportError::Format {
-                        path: task.to_path_buf(),
-                        line: None,
-                        problem: format!(
-                            "workspace file source `{}` is not a file",
-                            from.display()
-                        ),
-                        expected: "a file under the task set's assets/".into(),
-                    });
+                let from = Path::new("assets").join(&asset);
+                match source_root.probe(id, &from)? {
+                    Some(SourceKind::File) => {}
+                    Some(SourceKind::Refused(kind)) => {
+                        return Err(ImportError::LinkOrSpecial {
+                            task: id.to_string(),
+                            path: source_root.display(&from),
+                            kind,
+                        });
+                    }
+                    _ => {
+                        return Err(ImportError::Format {
+                            path: task.to_path_buf(),
+                            line: None,
+                            problem: format!(
+                                "workspace file source `{}` is not a file",
+                                source_root.display(&from).display()
+                            ),
+                            expected: "a file under the task set's assets/".into(),
+                        });
+                    }
                 }
-                (dest, Content::Copy(from))
+                (dest, Content::Copy(source_root.file(&from)))
             }
             _ => {
                 return Err(ImportError::Format {
@@ -544,573 +589,10 @@ pub fn grading_code(section: &str) -> Option<String> {
     (!code.is_empty()).then(|| code.to_string())
 }
 
-// ---------------------------------------------------------------------------------------------
-// The document: front matter and `## ` sections.
-
-/// A task file split up.
-#[derive(Debug)]
-pub struct Document {
-    pub front_matter: Yaml,
-    /// `## Title` → the text up to the next `## ` heading outside a code fence.
-    pub sections: Vec<(String, String)>,
-}
-
-impl Document {
-    pub fn section(&self, title: &str) -> Option<&str> {
-        self.sections
-            .iter()
-            .find(|(t, _)| t == title)
-            .map(|(_, body)| body.as_str())
-    }
-}
-
-/// (line, problem, expected) of a syntax error.
-type SyntaxError = (Option<usize>, String, String);
-
-pub fn parse_document(text: &str) -> Result<Document, SyntaxError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.split_inclusive('\n');
-    let first = lines.next().unwrap_or_default();
-    if first.trim_end() != "---" {
-        return Err((
-            Some(1),
-            "the file does not start with `---`".into(),
-            "YAML front matter between `---` lines".into(),
-        ));
-    }
-    let mut fm_lines = Vec::new();
-    let mut closed = false;
-    let mut body_start = first.len();
-    for line in lines.by_ref() {
-        body_start += line.len();
-        if line.trim_end() == "---" {
-            closed = true;
-            break;
-        }
-        fm_lines.push(line.trim_end_matches(['\n', '\r']));
-    }
-    if !closed {
-        return Err((
-            None,
-            "the front matter is never closed".into(),
-            "a `---` line after the front matter".into(),
-        ));
-    }
-    let front_matter = parse_yaml(&fm_lines, 2)?;
-    let body = &text[body_start..];
-    let mut sections: Vec<(String, String)> = Vec::new();
-    let mut in_fence = false;
-    for line in body.split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if bare.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-        }
-        if !in_fence && let Some(title) = bare.strip_prefix("## ") {
-            sections.push((title.trim().to_string(), String::new()));
-            continue;
-        }
-        if let Some((_, body)) = sections.last_mut() {
-            body.push_str(line);
-        }
-    }
-    Ok(Document {
-        front_matter,
-        sections,
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// The YAML subset.
-
-/// A YAML value of the subset read here. Scalars stay text (`as_str`); the caller reads
-/// numbers and booleans from it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Yaml {
-    Scalar(Scalar),
-    Seq(Vec<Yaml>),
-    /// Keys in the order written.
-    Map(Vec<(String, Yaml)>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scalar {
-    pub text: String,
-    pub quoted: bool,
-}
-
-impl Yaml {
-    pub fn get(&self, key: &str) -> Option<&Yaml> {
-        match self {
-            Yaml::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Yaml::Scalar(s) => Some(&s.text),
-            _ => None,
-        }
-    }
-}
-
-struct Line<'a> {
-    /// 1-based, in the file.
-    number: usize,
-    indent: usize,
-    text: &'a str,
-}
-
-struct YamlReader<'a> {
-    lines: Vec<Line<'a>>,
-    /// All lines, blank ones included, for block scalars.
-    raw: Vec<&'a str>,
-    pos: usize,
-    first_line: usize,
-}
-
-const YAML_SUBSET: &str = "the YAML PinchBench uses: `key: value`, `- item` lists, plain, \
-                           quoted and `|` block scalars, [] and {}";
-
-/// Parse `lines` (the front matter; the first is line `first_line` of the file).
-pub fn parse_yaml(raw: &[&str], first_line: usize) -> Result<Yaml, SyntaxError> {
-    let mut lines = Vec::new();
-    for (i, text) in raw.iter().enumerate() {
-        if text.contains('\t') && text.trim_start().starts_with('\t') {
-            return Err((
-                Some(first_line + i),
-                "a tab indents the line".into(),
-                "spaces for indentation".into(),
-            ));
-        }
-        let trimmed = text.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        lines.push(Line {
-            number: first_line + i,
-            indent: text.len() - trimmed.len(),
-            text: trimmed.trim_end(),
-        });
-    }
-    let mut reader = YamlReader {
-        lines,
-        raw: raw.to_vec(),
-        pos: 0,
-        first_line,
-    };
-    if reader.lines.is_empty() {
-        return Ok(Yaml::Map(Vec::new()));
-    }
-    let indent = reader.lines[0].indent;
-    let value = reader.node(indent)?;
-    if let Some(line) = reader.lines.get(reader.pos) {
-        return Err((
-            Some(line.number),
-            "this line is indented inconsistently".into(),
-            YAML_SUBSET.into(),
-        ));
-    }
-    Ok(value)
-}
-
-fn is_seq_item(text: &str) -> bool {
-    text == "-" || text.starts_with("- ")
-}
-
-/// `key: rest` or `key:` → (key, rest); none when the line is not a mapping entry.
-fn split_key(text: &str) -> Option<(&str, &str)> {
-    if text.starts_with(['"', '\'', '[', '{', '-', '|', '>']) {
-        return None;
-    }
-    let colon = text
-        .find(": ")
-        .or_else(|| text.ends_with(':').then(|| text.len() - 1))?;
-    let key = text[..colon].trim();
-    (!key.is_empty() && !key.contains(" #")).then(|| (key, text[colon + 1..].trim()))
-}
-
-impl<'a> YamlReader<'a> {
-    fn fail<T>(&self, number: usize, problem: impl Into<String>) -> Result<T, SyntaxError> {
-        Err((Some(number), problem.into(), YAML_SUBSET.into()))
-    }
-
-    fn node(&mut self, indent: usize) -> Result<Yaml, SyntaxError> {
-        let line = &self.lines[self.pos];
-        if is_seq_item(line.text) {
-            self.seq(indent)
-        } else if split_key(line.text).is_some() {
-            self.map(indent)
-        } else {
-            let (number, text) = (line.number, line.text);
-            self.pos += 1;
-            self.scalar(number, text)
-        }
-    }
-
-    fn map(&mut self, indent: usize) -> Result<Yaml, SyntaxError> {
-        let mut entries: Vec<(String, Yaml)> = Vec::new();
-        while let Some(line) = self.lines.get(self.pos) {
-            if line.indent < indent {
-                break;
-            }
-            let number = line.number;
-            if line.indent > indent {
-                return self.fail(number, "this line is indented more than its mapping");
-            }
-            let Some((key, rest)) = split_key(line.text) else {
-                if is_seq_item(line.text) {
-                    break;
-                }
-                return self.fail(number, format!("`{}` is not `key: value`", line.text));
-            };
-            if entries.iter().any(|(k, _)| k == key) {
-                return self.fail(number, format!("`{key}` is given twice"));
-            }
-            let key = key.to_string();
-            self.pos += 1;
-            let value = self.value_after(number, indent, rest, true)?;
-            entries.push((key, value));
-        }
-        Ok(Yaml::Map(entries))
-    }
-
-    fn seq(&mut self, indent: usize) -> Result<Yaml, SyntaxError> {
-        let mut items = Vec::new();
-        while let Some(line) = self.lines.get(self.pos) {
-            if line.indent != indent || !is_seq_item(line.text) {
-                if line.indent > indent {
-                    return self.fail(line.number, "this line is indented more than its list");
-                }
-                break;
-            }
-            let number = line.number;
-            let rest = line.text[1..].trim_start();
-            if rest.is_empty() {
-                self.pos += 1;
-                items.push(self.value_after(number, indent, "", false)?);
-            } else if split_key(rest).is_some() || is_seq_item(rest) {
-                // `- key: value` opens a mapping (or `- - x` a list) at the item's column.
-                let offset = line.text.len() - rest.len();
-                self.lines[self.pos] = Line {
-                    number,
-                    indent: indent + offset,
-                    text: rest,
-                };
-                items.push(self.node(indent + offset)?);
-            } else {
-                self.pos += 1;
-                items.push(self.value_after(number, indent, rest, false)?);
-            }
-        }
-        Ok(Yaml::Seq(items))
-    }
-
-    /// The value of a key (or a list item) at `indent` whose inline part is `rest`.
-    fn value_after(
-        &mut self,
-        number: usize,
-        indent: usize,
-        rest: &str,
-        in_map: bool,
-    ) -> Result<Yaml, SyntaxError> {
-        if rest.starts_with('|') {
-            return self.block_scalar(number, indent, rest);
-        }
-        if !rest.is_empty() && !rest.starts_with('#') {
-            return self.scalar(number, rest);
-        }
-        match self.lines.get(self.pos) {
-            Some(next) if next.indent > indent => {
-                let child = next.indent;
-                self.node(child)
-            }
-            // YAML lets a mapping's list sit at the key's own indentation.
-            Some(next) if in_map && next.indent == indent && is_seq_item(next.text) => {
-                self.seq(indent)
-            }
-            _ => Ok(Yaml::Scalar(Scalar {
-                text: String::new(),
-                quoted: false,
-            })),
-        }
-    }
-
-    /// A `|` block scalar whose header is on line `number`: the following lines indented more
-    /// than `indent` (and blank ones among them), their common indentation removed.
-    fn block_scalar(
-        &mut self,
-        number: usize,
-        indent: usize,
-        header: &str,
-    ) -> Result<Yaml, SyntaxError> {
-        let chomp = match header.split('#').next().unwrap_or_default().trim() {
-            "|" => Chomp::Clip,
-            "|-" => Chomp::Strip,
-            "|+" => Chomp::Keep,
-            other => {
-                return self.fail(
-                    number,
-                    format!("block scalar header `{other}` is not read here"),
-                );
-            }
-        };
-        // Raw lines after the header, up to the first non-blank one indented no more than `indent`.
-        let start = number - self.first_line + 1;
-        let mut end = start;
-        let mut block_indent = None;
-        while end < self.raw.len() {
-            let l = self.raw[end];
-            let trimmed = l.trim_start_matches(' ');
-            if trimmed.is_empty() {
-                end += 1;
-                continue;
-            }
-            let ind = l.len() - trimmed.len();
-            if ind <= indent {
-                break;
-            }
-            block_indent.get_or_insert(ind);
-            end += 1;
-        }
-        let block_indent = block_indent.unwrap_or(indent + 1);
-        let mut text = String::new();
-        for l in &self.raw[start..end] {
-            if l.trim().is_empty() {
-                text.push_str(l.get(block_indent..).unwrap_or(""));
-            } else {
-                let ind = l.len() - l.trim_start_matches(' ').len();
-                if ind < block_indent {
-                    return self.fail(
-                        self.first_line + start,
-                        "a block scalar's line is indented less than its first line",
-                    );
-                }
-                text.push_str(&l[block_indent..]);
-            }
-            text.push('\n');
-        }
-        let body = text.trim_end_matches('\n');
-        let text = match chomp {
-            Chomp::Strip => body.to_string(),
-            Chomp::Clip if body.is_empty() => String::new(),
-            Chomp::Clip => format!("{body}\n"),
-            Chomp::Keep => text,
-        };
-        // Skip the significant lines the block consumed.
-        let last_number = self.first_line + end;
-        while self
-            .lines
-            .get(self.pos)
-            .is_some_and(|l| l.number < last_number)
-        {
-            self.pos += 1;
-        }
-        Ok(Yaml::Scalar(Scalar { text, quoted: true }))
-    }
-
-    fn scalar(&self, number: usize, text: &str) -> Result<Yaml, SyntaxError> {
-        let plain = |text: String| {
-            Yaml::Scalar(Scalar {
-                text,
-                quoted: false,
-            })
-        };
-        let text = text.trim();
-        match text.chars().next() {
-            Some('"') => {
-                let (value, rest) = double_quoted(text).ok_or((
-                    Some(number),
-                    "a double-quoted string is not closed on its line".to_string(),
-                    YAML_SUBSET.to_string(),
-                ))?;
-                self.only_comment_after(number, rest)?;
-                Ok(Yaml::Scalar(Scalar {
-                    text: value,
-                    quoted: true,
-                }))
-            }
-            Some('\'') => {
-                let (value, rest) = single_quoted(text).ok_or((
-                    Some(number),
-                    "a single-quoted string is not closed on its line".to_string(),
-                    YAML_SUBSET.to_string(),
-                ))?;
-                self.only_comment_after(number, rest)?;
-                Ok(Yaml::Scalar(Scalar {
-                    text: value,
-                    quoted: true,
-                }))
-            }
-            Some('[') => {
-                let inner = strip_comment(text);
-                let Some(inner) = inner.strip_prefix('[').and_then(|s| s.strip_suffix(']')) else {
-                    return self.fail(number, "a flow list must close on its line");
-                };
-                if inner.contains(['[', '{']) {
-                    return self.fail(number, "nested flow collections are not read here");
-                }
-                let mut items = Vec::new();
-                for item in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    items.push(self.scalar(number, item)?);
-                }
-                Ok(Yaml::Seq(items))
-            }
-            Some('{') => {
-                if strip_comment(text) == "{}" {
-                    Ok(Yaml::Map(Vec::new()))
-                } else {
-                    self.fail(number, "flow mappings are not read here")
-                }
-            }
-            Some(c @ ('&' | '*' | '!' | '>' | '%' | '@' | '`' | '|')) => self.fail(
-                number,
-                format!("`{c}` (anchors, aliases, tags, folded scalars) is not read here"),
-            ),
-            _ => Ok(plain(strip_comment(text).to_string())),
-        }
-    }
-
-    fn only_comment_after(&self, number: usize, rest: &str) -> Result<(), SyntaxError> {
-        let rest = rest.trim();
-        if rest.is_empty() || rest.starts_with('#') {
-            Ok(())
-        } else {
-            self.fail(number, format!("`{rest}` follows a quoted string"))
-        }
-    }
-}
-
-enum Chomp {
-    Clip,
-    Strip,
-    Keep,
-}
-
-/// A plain scalar without its ` # comment`.
-fn strip_comment(text: &str) -> &str {
-    match text.find(" #") {
-        Some(i) => text[..i].trim_end(),
-        None => text.trim_end(),
-    }
-}
-
-/// `"..."` at the start of `text`: (the value, what follows the closing quote).
-fn double_quoted(text: &str) -> Option<(String, &str)> {
-    let mut out = String::new();
-    let mut chars = text.char_indices().skip(1);
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((out, &text[i + 1..])),
-            '\\' => {
-                let (_, e) = chars.next()?;
-                match e {
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    '0' => out.push('\0'),
-                    '"' => out.push('"'),
-                    '\\' => out.push('\\'),
-                    '/' => out.push('/'),
-                    ' ' => out.push(' '),
-                    'u' | 'x' | 'U' => {
-                        let len = match e {
-                            'x' => 2,
-                            'u' => 4,
-                            _ => 8,
-                        };
-                        let hex: String = (0..len)
-                            .filter_map(|_| chars.next().map(|(_, h)| h))
-                            .collect();
-                        out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
-                    }
-                    _ => return None,
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    None
-}
-
-/// `'...'` at the start of `text` (`''` is a quote).
-fn single_quoted(text: &str) -> Option<(String, &str)> {
-    let mut out = String::new();
-    let bytes = text.as_bytes();
-    let mut i = 1;
-    while i < text.len() {
-        if bytes[i] == b'\'' {
-            if bytes.get(i + 1) == Some(&b'\'') {
-                out.push('\'');
-                i += 2;
-                continue;
-            }
-            return Some((out, &text[i + 1..]));
-        }
-        let c = text[i..].chars().next()?;
-        out.push(c);
-        i += c.len_utf8();
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    fn yaml(text: &str) -> Result<Yaml, SyntaxError> {
-        let lines: Vec<&str> = text.lines().collect();
-        parse_yaml(&lines, 2)
-    }
-
-    fn s(y: Option<&Yaml>) -> &str {
-        y.and_then(Yaml::as_str).unwrap()
-    }
-
-    #[test]
-    fn the_front_matter_subset_reads_like_yaml() {
-        let y = yaml(
-            "id: task_08_memory\nname: \"Quoted: yes\"\ngrading_type: automated # a comment\n\
-             timeout_seconds: 120\nempty: []\nworkspace_files:\n  - path: \"notes.md\"\n    content: |\n      # Title\n\n      - item\n        indented\n  - source: assets/a.txt\n    dest: 'it''s.txt'\n\
-             grading_weights:\n  automated: 0.6\n  llm_judge: 0.4\nsessions:\n- First prompt\n- prompt: |-\n    Second\n  new_session: true\n",
-        )
-        .unwrap();
-        assert_eq!(s(y.get("id")), "task_08_memory");
-        assert_eq!(s(y.get("name")), "Quoted: yes");
-        assert_eq!(s(y.get("grading_type")), "automated");
-        assert_eq!(y.get("empty"), Some(&Yaml::Seq(vec![])));
-        let Some(Yaml::Seq(files)) = y.get("workspace_files") else {
-            panic!("{y:?}")
-        };
-        assert_eq!(
-            s(files[0].get("content")),
-            "# Title\n\n- item\n  indented\n"
-        );
-        assert_eq!(s(files[1].get("dest")), "it's.txt");
-        assert_eq!(s(y.get("grading_weights").unwrap().get("llm_judge")), "0.4");
-        let Some(Yaml::Seq(sessions)) = y.get("sessions") else {
-            panic!("{y:?}")
-        };
-        assert_eq!(sessions[0].as_str(), Some("First prompt"));
-        assert_eq!(s(sessions[1].get("prompt")), "Second");
-        assert_eq!(s(sessions[1].get("new_session")), "true");
-    }
-
-    #[test]
-    fn what_the_reader_does_not_know_is_refused_with_its_line() {
-        for (text, line) in [
-            ("a: &anchor x\n", 2),
-            ("a: >\n  folded\n", 2),
-            ("a: {b: 1}\n", 2),
-            ("a: 1\na: 2\n", 3),
-            ("a: \"open\n", 2),
-            ("a:\n  - x\n    y: 1\n", 4),
-        ] {
-            let err = yaml(text).unwrap_err();
-            assert_eq!(err.0, Some(line), "{text:?}: {err:?}");
-        }
-    }
 
     #[test]
     fn sections_ignore_headings_inside_code_fences() {

@@ -116,10 +116,11 @@ pub struct RunOptions {
     /// reported empty: for a caller that does not look at them, such as `envcraft exec`
     /// without `--json`). They are read anyway when `keep_changes` asks for them.
     pub read_changes: bool,
-    /// Where per-run state directories are made: `ENVCRAFT_STATE_DIR`, else the user's
-    /// runtime directory (`XDG_RUNTIME_DIR`), else `/dev/shm`, else the system temp dir. A
-    /// memory-backed place keeps a run's one mkdir/rmdir cheap (ext4 with online discard makes
-    /// an rmdir wait for the disk), and without namespaces it holds the workspace copy.
+    /// Where per-run state directories are made: `ENVCRAFT_STATE_DIR`, else a private
+    /// directory of ours in the user's runtime directory (`XDG_RUNTIME_DIR/envcraft`), else
+    /// `/dev/shm/envcraft-UID`, else the system temp dir's `envcraft-UID` (see
+    /// [`crate::workspace::state_root`], which also makes and checks it). A memory-backed place
+    /// keeps a run's one mkdir/rmdir cheap, and without namespaces it holds the workspace copy.
     pub state_root: PathBuf,
 }
 
@@ -136,22 +137,7 @@ impl Default for RunOptions {
 }
 
 fn default_state_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("ENVCRAFT_STATE_DIR") {
-        return PathBuf::from(dir);
-    }
-    let writable_dir = |p: &Path| {
-        p.is_dir()
-            && nix::unistd::access(
-                p,
-                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-            )
-            .is_ok()
-    };
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| writable_dir(p))
-        .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|p| writable_dir(p)))
-        .unwrap_or_else(std::env::temp_dir)
+    crate::workspace::state_root::default_root()
 }
 
 /// What was actually applied to a run: each protection, and how.

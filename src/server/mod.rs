@@ -70,6 +70,8 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    StateRoot(#[from] crate::workspace::state_root::StateRootError),
     #[error("cannot wait for signals")]
     Signal(#[source] std::io::Error),
     #[error(
@@ -210,10 +212,7 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
         });
     }
     let root = &session_options.state_root;
-    std::fs::create_dir_all(root).map_err(|source| ServerError::StateDir {
-        path: root.clone(),
-        source,
-    })?;
+    crate::workspace::state_root::prepare(root)?;
     // One server per state directory: its sessions are this server's alone.
     let _state_lock = lock_state_dir(root)?;
     // The sessions a killed server left are set aside to be resumed; what else it left (its

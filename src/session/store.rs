@@ -51,7 +51,9 @@ impl SessionDir {
     /// Create the directory (mode 0700) for session `id` under `root`, locked by this process.
     pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
         let path = root.join(id);
-        fs::create_dir_all(root).map_err(write_err(root))?;
+        crate::workspace::state_root::prepare(root)
+            .map_err(std::io::Error::other)
+            .map_err(write_err(root))?;
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;

@@ -12,6 +12,7 @@
 
 pub mod copy;
 pub mod diff;
+pub mod state_root;
 
 use std::io;
 use std::path::{Path, PathBuf};
