@@ -20,7 +20,6 @@
 //! its own; `envcraft run --base-time` overrides it).
 
 pub mod clawgym;
-pub mod front_matter;
 pub mod pinchbench;
 pub mod source;
 

@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::front_matter::{Yaml, parse_document};
 use super::source::{SourceKind, SourceRoot};
 use super::{
     Content, EnvPlan, ImportError, Planned, PlannedFile, docs_md, env_toml, is_inner_path,
     need_notes, prompt_toml, sorted, source_table, unmet_needs,
 };
+use crate::spec::front_matter::{Yaml, parse_document};
 
 pub const ORIGIN: &str = "PinchBench";
 /// pinchbench/skill's license (its `LICENSE`, copied along when the source has it).

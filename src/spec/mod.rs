@@ -11,6 +11,7 @@
 //! request ([`EnvSpec::check_skills`]), its skills.
 
 pub mod env;
+pub mod front_matter;
 mod located;
 pub mod policy;
 pub mod skill;

@@ -623,55 +623,17 @@ fn front_matter(doc: &str) -> Result<FrontMatter, (usize, String, &'static str)>
 }
 
 /// One YAML scalar on one line, as the string a YAML reader would see; refuses what would not
-/// be a plain string there.
+/// be a plain string there. Quoted values are decoded by the front-matter reader's own
+/// functions, so a value means the same in a `SKILL.md` as in a PinchBench task file.
 fn scalar(value: &str) -> Result<String, String> {
-    let (text, rest) = if let Some(body) = value.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = body.char_indices();
-        let mut end = None;
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '"' => {
-                    end = Some(i + 1);
-                    break;
-                }
-                '\\' => match chars.next().map(|(_, e)| e) {
-                    Some('"') => out.push('"'),
-                    Some('\\') => out.push('\\'),
-                    Some('/') => out.push('/'),
-                    Some('n') => out.push('\n'),
-                    Some('t') => out.push('\t'),
-                    other => {
-                        return Err(format!(
-                            "the escape `\\{}` is not supported",
-                            other.map(String::from).unwrap_or_default()
-                        ));
-                    }
-                },
-                c => out.push(c),
-            }
-        }
-        let end = end.ok_or("the double-quoted value is not closed")?;
-        (out, &body[end..])
-    } else if let Some(body) = value.strip_prefix('\'') {
-        let mut out = String::new();
-        let mut chars = body.char_indices().peekable();
-        let mut end = None;
-        while let Some((i, c)) = chars.next() {
-            if c == '\'' {
-                if chars.peek().map(|(_, n)| *n) == Some('\'') {
-                    chars.next();
-                    out.push('\'');
-                } else {
-                    end = Some(i + 1);
-                    break;
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        let end = end.ok_or("the single-quoted value is not closed")?;
-        (out, &body[end..])
+    let (text, rest) = if value.starts_with('"') {
+        super::front_matter::double_quoted(value).ok_or(
+            "the double-quoted value is not closed on its line, or holds an escape YAML does \
+             not know",
+        )?
+    } else if value.starts_with('\'') {
+        super::front_matter::single_quoted(value)
+            .ok_or("the single-quoted value is not closed on its line")?
     } else {
         if value.is_empty() {
             return Err(
@@ -1094,6 +1056,40 @@ mod tests {
         );
         let err = load_with_doc("---\nname: Word_Count\ndescription: d\n---\n");
         assert!(err.to_string().contains("lowercase"), "{err}");
+    }
+
+    #[test]
+    fn a_quoted_value_means_the_same_in_a_skill_md_as_in_a_task_files_front_matter() {
+        // The escapes the two readers once decoded differently (the skill reader refused
+        // them), and ones both read: each now decodes once, the same way.
+        for quoted in [
+            r#""line\rreturn""#,
+            r#""nul\0""#,
+            r#""hex \x41""#,
+            r#""\u00e9t\u00e9""#,
+            r#""emoji \U0001F600""#,
+            r#""back\ space""#,
+            r#""say \"hi\"""#,
+            r#"'it''s'"#,
+        ] {
+            let skill = front_matter(&format!("---\nname: x\ndescription: {quoted}\n---\n"))
+                .map_err(|e| e.1)
+                .unwrap_or_else(|e| panic!("{quoted}: {e}"))
+                .description
+                .0;
+            let task =
+                crate::spec::front_matter::parse_yaml(&[&format!("d: {quoted}")], 1).unwrap();
+            assert_eq!(
+                Some(skill.as_str()),
+                task.get("d").and_then(|v| v.as_str()),
+                "{quoted}"
+            );
+        }
+        for bad in [r#""\q""#, r#""open"#] {
+            let doc = format!("---\nname: x\ndescription: {bad}\n---\n");
+            assert!(front_matter(&doc).is_err(), "{bad}");
+            assert!(crate::spec::front_matter::parse_yaml(&[&format!("d: {bad}")], 1).is_err());
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The front matter of a PinchBench task file: a small reader of the YAML subset PinchBench
-//! uses (block mappings and sequences, plain, quoted and `|` block scalars, `[]`/`{}`, flow
+//! YAML front matter, the one reader of it (PinchBench task files, and the quoted values of a
+//! skill's `SKILL.md`, which [`super::skill`] reads through [`double_quoted`] and
+//! [`single_quoted`] so that the same text means the same in both): a small reader of the YAML
+//! subset PinchBench uses (block mappings and sequences, plain, quoted and `|` block scalars, `[]`/`{}`, flow
 //! lists of scalars, comments) and the split of the file into its `## ` sections. Anything
 //! else (anchors, tags, folded scalars, flow mappings) is refused with its line, never guessed.
 //!
@@ -526,8 +528,10 @@ fn strip_comment(text: &str) -> &str {
     }
 }
 
-/// `"..."` at the start of `text`: (the value, what follows the closing quote).
-fn double_quoted(text: &str) -> Option<(String, &str)> {
+/// `"..."` at the start of `text`: (the value, what follows the closing quote), with YAML's
+/// escapes (`\n \t \r \0 \" \\ \/`, backslash-space, `\xNN \uNNNN \UNNNNNNNN`); `None`
+/// when it is not closed on its line or holds an escape YAML does not know.
+pub fn double_quoted(text: &str) -> Option<(String, &str)> {
     let mut out = String::new();
     let mut chars = text.char_indices().skip(1);
     while let Some((i, c)) = chars.next() {
@@ -564,8 +568,9 @@ fn double_quoted(text: &str) -> Option<(String, &str)> {
     None
 }
 
-/// `'...'` at the start of `text` (`''` is a quote).
-fn single_quoted(text: &str) -> Option<(String, &str)> {
+/// `'...'` at the start of `text` (`''` is a quote): (the value, what follows the closing
+/// quote); `None` when it is not closed on its line.
+pub fn single_quoted(text: &str) -> Option<(String, &str)> {
     let mut out = String::new();
     let bytes = text.as_bytes();
     let mut i = 1;
