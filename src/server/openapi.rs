@@ -17,7 +17,7 @@ pub const SPEC: &str = r##"{
         "type": "object",
         "required": ["error"],
         "properties": {"error": {"type": "object", "required": ["category", "message"], "properties": {
-          "category": {"type": "string", "enum": ["bad_request", "missing_field", "unauthorized", "session_not_found", "task_not_found", "not_found", "invalid_transition", "lock_timeout", "too_many_sessions", "draining", "payload_too_large", "timeout", "internal"]},
+          "category": {"type": "string", "enum": ["bad_request", "missing_field", "unauthorized", "session_not_found", "task_not_found", "not_found", "invalid_transition", "lock_timeout", "too_many_sessions", "draining", "too_many_connections", "payload_too_large", "timeout", "internal"]},
           "message": {"type": "string"}
         }}}
       },
