@@ -28,7 +28,6 @@ fn root() -> PathBuf {
 struct Server {
     child: Child,
     port: u16,
-    #[allow(dead_code)]
     state: PathBuf,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -368,7 +367,172 @@ fn a_body_that_stops_arriving_is_cut_at_the_body_deadline() {
     );
 }
 
-#[allow(dead_code)]
-fn unused(_: Value) -> Value {
-    json!(null)
+/// Whether this machine can run the `default` policy's sandbox (`envcraft doctor` exits 0);
+/// skips loudly otherwise.
+fn sandbox_works() -> bool {
+    let works = Command::new(common::envcraft())
+        .arg("doctor")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        common::skip("`envcraft doctor` says the default policy cannot run here");
+    }
+    works
+}
+
+impl Server {
+    fn post(&self, path: &str, body: Value) -> Answer {
+        self.request("POST", path, &body.to_string())
+    }
+
+    /// A new session of `task`: its id.
+    fn session(&self, task: &str) -> String {
+        let answer = self.post("/v1/sessions", json!({"task": task}));
+        assert_eq!(answer.status, 201, "{answer:?}\n{}", self.log());
+        answer.json()["session_id"].as_str().unwrap().to_string()
+    }
+
+    fn call(&self, id: &str, tool: &str, args: Value) -> Value {
+        let answer = self.post(
+            &format!("/v1/sessions/{id}/call"),
+            json!({"tool": tool, "args": args}),
+        );
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.json()
+    }
+
+    fn transcript(&self, id: &str) -> PathBuf {
+        self.state
+            .join("sessions")
+            .join(id)
+            .join("transcript.jsonl")
+    }
+}
+
+fn size(path: &std::path::Path) -> u64 {
+    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The worst case for a transcript that stores a result's JSON as the text of a message:
+/// characters that are escaped at each level (`"` becomes `\"`, then `\\\"`).
+const MIB_PER_STREAM: &str =
+    "head -c 1048576 /dev/zero | tr '\\0' '\"'; head -c 1048576 /dev/zero | tr '\\0' '\\\\' >&2";
+
+/// One `exec` printing 1 MiB on each stream grew the session's transcript (host memory under
+/// /dev/shm by default) by ~8 MiB: the result escaped twice. Now the streams are recorded
+/// once, cut at the per-field cap with the whole result's digest, while the agent still gets
+/// all of its output.
+#[test]
+fn an_exec_printing_a_mebibyte_per_stream_does_not_cost_the_transcript_eight() {
+    if !sandbox_works() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let id = server.session("example/archive-read-mail");
+    let before = size(&server.transcript(&id));
+    let answer = server.call(&id, "exec", json!({"command": MIB_PER_STREAM}));
+    let result = &answer["result"];
+    assert_eq!(result["ok"], true, "{}", result["error"]);
+    assert_eq!(result["stdout"].as_str().unwrap().len(), 1 << 20);
+    assert_eq!(result["stderr"].as_str().unwrap().len(), 1 << 20);
+    assert!(answer.get("transcript_truncated").is_none());
+    let grown = size(&server.transcript(&id)) - before;
+    eprintln!("transcript grew by {grown} bytes for 2 MiB of output");
+    assert!(
+        grown < 2 << 20,
+        "the transcript grew by {grown} bytes for 2 MiB of output"
+    );
+    // The line says what was cut, and the whole result's digest.
+    let text = fs::read_to_string(server.transcript(&id)).unwrap();
+    let line: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let message = &line["message"];
+    assert_eq!(message["role"], "toolResult");
+    let whole = serde_json::to_vec(result).unwrap();
+    assert_eq!(message["truncated"]["bytes"], whole.len());
+    let recorded: Value =
+        serde_json::from_str(message["content"][0]["text"].as_str().unwrap()).unwrap();
+    let stdout = recorded["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("\"\"\"") && stdout.contains("more bytes not recorded"));
+}
+
+/// A session's transcript was charged to nobody's limit. Now the policy's
+/// `limits.transcript_bytes` bounds it: past it, calls still run and answer in full, the
+/// transcript ends with one truncation event and stops growing, and the server says so.
+#[test]
+fn past_the_policys_transcript_limit_calls_answer_and_the_transcript_stops() {
+    if !sandbox_works() {
+        return;
+    }
+    let workspaces = tempfile::tempdir().unwrap();
+    let env = workspaces.path().join("example");
+    copy_tree(&root().join("workspaces/example"), &env);
+    let policy = fs::read_to_string(root().join("policies/default.toml")).unwrap();
+    assert!(policy.contains("transcript_bytes = \"64MiB\""));
+    fs::write(
+        env.join("small.toml"),
+        policy.replace(
+            "transcript_bytes = \"64MiB\"",
+            "transcript_bytes = \"64KiB\"",
+        ),
+    )
+    .unwrap();
+    let manifest = fs::read_to_string(env.join("env.toml")).unwrap();
+    fs::write(
+        env.join("env.toml"),
+        manifest.replace("policy = \"default\"", "policy = \"small.toml\""),
+    )
+    .unwrap();
+    let server = Server::start(&["--workspaces", workspaces.path().to_str().unwrap()]);
+    let id = server.session("example/archive-read-mail");
+    let mut sizes = Vec::new();
+    let mut cut_at = None;
+    for i in 0..8 {
+        let answer = server.call(
+            &id,
+            "exec",
+            json!({"command": "head -c 30000 /dev/zero | tr '\\0' x"}),
+        );
+        assert_eq!(answer["result"]["ok"], true, "call {i}: {answer}");
+        assert_eq!(answer["result"]["stdout"].as_str().unwrap().len(), 30000);
+        if answer["transcript_truncated"] == true && cut_at.is_none() {
+            cut_at = Some(i);
+        }
+        if cut_at.is_some() {
+            assert_eq!(answer["transcript_truncated"], true, "call {i}");
+        }
+        sizes.push(size(&server.transcript(&id)));
+    }
+    let cut_at = cut_at.expect("the transcript never reached its 64 KiB limit");
+    assert!((1..6).contains(&cut_at), "cut at call {cut_at}: {sizes:?}");
+    let last = *sizes.last().unwrap();
+    assert_eq!(
+        sizes[cut_at], last,
+        "the transcript grew after its cut: {sizes:?}"
+    );
+    assert!(last <= 64 * 1024 + 1024, "{last} bytes for a 64 KiB limit");
+    let text = fs::read_to_string(server.transcript(&id)).unwrap();
+    let end: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(end["type"], "custom", "{end}");
+    assert_eq!(end["customType"], "envcraft.transcript_truncated");
+    assert_eq!(end["data"]["from_action_index"], cut_at);
+    assert_eq!(end["data"]["limit_bytes"], 64 * 1024);
+    // Every line before it is a whole event (a grader reads them all).
+    for line in text.lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
