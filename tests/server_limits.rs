@@ -37,45 +37,10 @@ impl Server {
     /// `envcraft serve --listen 127.0.0.1:0 --state-dir TMP EXTRA...`, once it announced its
     /// address (bounded).
     fn start(extra: &[&str]) -> Server {
-        Server::start_with(extra, &[])
-    }
-
-    fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let log = dir.path().join("server.log");
-        let mut child = Command::new(common::envcraft())
-            .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
-            .arg(&state)
-            .args(extra)
-            .envs(env.iter().copied())
-            .current_dir(root())
-            .env("ENVCRAFT_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
-            let _ = child.kill();
-            panic!(
-                "the server printed no address within 20 s: {}",
-                fs::read_to_string(&log).unwrap_or_default()
-            );
-        };
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+        let (child, port) = spawn(&state, &log, extra);
         Server {
             child,
             port,
@@ -83,6 +48,15 @@ impl Server {
             log,
             _dir: dir,
         }
+    }
+
+    /// Kill the server with SIGKILL and start a new one on the same state directory.
+    fn kill_and_restart(&mut self, extra: &[&str]) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, port) = spawn(&self.state, &self.log, extra);
+        self.child = child;
+        self.port = port;
     }
 
     fn log(&self) -> String {
@@ -96,6 +70,49 @@ impl Server {
         read_answer(&mut stream, Duration::from_secs(60))
             .unwrap_or_else(|e| panic!("{method} {path}: no answer: {e}\n{}", self.log()))
     }
+}
+
+/// `envcraft serve` on a free loopback port, once it announced its address (bounded): the
+/// child and its port.
+fn spawn(state: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> (Child, u16) {
+    let mut child = Command::new(common::envcraft())
+        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state)
+        .args(extra)
+        .current_dir(root())
+        .env("ENVCRAFT_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        )
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!(
+            "the server printed no address within 20 s: {}",
+            fs::read_to_string(log).unwrap_or_default()
+        );
+    };
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+    (child, port)
 }
 
 impl Drop for Server {
@@ -456,6 +473,12 @@ fn an_exec_printing_a_mebibyte_per_stream_does_not_cost_the_transcript_eight() {
         serde_json::from_str(message["content"][0]["text"].as_str().unwrap()).unwrap();
     let stdout = recorded["stdout"].as_str().unwrap();
     assert!(stdout.starts_with("\"\"\"") && stdout.contains("more bytes not recorded"));
+    // A server killed and restarted resumes the session: the replayed result matches the
+    // digest of the whole one.
+    let mut server = server;
+    server.kill_and_restart(&[]);
+    let diff = server.request("GET", &format!("/v1/sessions/{id}/diff"), "");
+    assert_eq!(diff.status, 200, "{diff:?}\n{}", server.log());
 }
 
 /// A session's transcript was charged to nobody's limit. Now the policy's
