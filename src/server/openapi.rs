@@ -87,7 +87,8 @@ pub const SPEC: &str = r##"{
       "responses": {
         "200": {"description": "The result", "content": {"application/json": {"schema": {"type": "object", "properties": {
           "action_index": {"type": "integer", "description": "the session's action index after the call"},
-          "result": {"$ref": "#/components/schemas/ToolResult"}}}}}},
+          "result": {"$ref": "#/components/schemas/ToolResult"},
+          "transcript_truncated": {"type": "boolean", "description": "present (true) once the session's transcript reached its policy's limits.transcript_bytes: the call ran but is not recorded"}}}}}},
         "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"},
         "409": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"},
         "503": {"description": "lock_timeout (with Retry-After): another call holds the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
