@@ -86,6 +86,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     let failed = actions.failed;
     let session_id = session.id().to_string();
     let enforced = session.enforced().clone();
+    let transcript_truncated = session.transcript_truncated();
     let closing = Instant::now();
     session.close();
     let cleanup_us = closing.elapsed().as_micros() as u64;
@@ -97,6 +98,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         "checks": verdict["checks"],
         "verifier_error": verdict.get("verifier_error"),
         "failed_calls": failed,
+        "transcript_truncated": transcript_truncated,
         "changes": changes,
         "enforced": enforced,
         "create_us": create_us,

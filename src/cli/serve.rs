@@ -45,6 +45,19 @@ pub struct ServeArgs {
     /// --request-timeout, so that no request in flight is cut.
     #[arg(long, value_name = "SECS", default_value_t = 330)]
     pub connection_idle_timeout: u64,
+    /// Most connections open at once from one address (default: a quarter of
+    /// --max-connections, at least 16 or all of them); past it, a new one is answered 503
+    /// too_many_connections and closed.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_peer: Option<usize>,
+    /// How long a request head may take to arrive, from its first byte (a connection's first
+    /// one: from its accept); past it the connection is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// How long a request body may take to arrive (past it: 408; never longer than
+    /// --request-timeout).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub body_timeout: u64,
     /// How long a request waits for a session another request is using (past it: 503
     /// lock_timeout).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
@@ -68,6 +81,11 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         lock_wait,
         max_connections: args.max_connections,
         connection_idle_timeout: Duration::from_secs(args.connection_idle_timeout),
+        max_connections_per_peer: args.max_connections_per_peer.unwrap_or_else(|| {
+            server::connections::ConnectionLimits::default_per_peer(args.max_connections)
+        }),
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
     };
     let options = SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir)?,

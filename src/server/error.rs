@@ -138,6 +138,17 @@ impl ApiError {
         )
     }
 
+    /// The body did not arrive within the body deadline of `secs` seconds.
+    pub fn body_timeout(secs: u64) -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!(
+                "the request body did not arrive within the server's body deadline of {secs} s"
+            ),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }

@@ -337,6 +337,7 @@ pub async fn call(
         return Err(ApiError::internal("the session was lost"));
     };
     let action_index = session.action_index();
+    let transcript_truncated = session.transcript_truncated();
     let name = map.get("tool").and_then(Value::as_str).unwrap_or_default();
     let label = if entry.tools.iter().any(|t| t == name) {
         name
@@ -347,7 +348,12 @@ pub async fn call(
     state.metrics.tool_call(label, ok, started.elapsed());
     // The result may hold a whole file: written by `crate::json` (the bytes `Json` would
     // write, with strings escaped in blocks rather than byte by byte).
-    let body = crate::json::to_vec(&json!({"action_index": action_index, "result": result}));
+    let mut answer = json!({"action_index": action_index, "result": result});
+    if transcript_truncated {
+        // Said on every call from the cut on: the session's record is no longer complete.
+        answer["transcript_truncated"] = Value::Bool(true);
+    }
+    let body = crate::json::to_vec(&answer);
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

@@ -3,7 +3,9 @@
 //! deadlines, a body limit, bearer-token auth on `/v1/*`, Prometheus metrics, an idle sweeper,
 //! and a drain on SIGTERM/SIGINT that lets running calls finish and closes every session.
 //!
-//! - [`connections`]: how many connections, and how long idle;
+//! - [`connections`]: how many connections, from whom, how long a request head may take, and
+//!   how long a connection may stay idle;
+//! - [`bodies`]: request bodies, bounded in size and time before any handler reads them;
 //! - [`error`]: API errors (category, status, agent-safe message);
 //! - [`registry`]: the open sessions;
 //! - [`handlers`]: the endpoints;
@@ -12,6 +14,7 @@
 //! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
 //! - [`resume`]: at start, the sessions a killed server left.
 
+pub mod bodies;
 pub mod connections;
 pub mod error;
 pub mod handlers;
@@ -29,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -82,6 +85,8 @@ pub enum ServerError {
         "--connection-idle-timeout ({idle} s) must exceed --request-timeout ({request} s): a connection waiting for its answer would be cut"
     )]
     IdleBelowDeadline { idle: u64, request: u64 },
+    #[error("{flag} must be at least 1 s: every connection would be cut at once")]
+    ZeroDeadline { flag: &'static str },
 }
 
 /// What `envcraft serve` was told.
@@ -99,6 +104,13 @@ pub struct ServeConfig {
     /// Connections open at once, and how long one may stay idle (see [`connections`]).
     pub max_connections: usize,
     pub connection_idle_timeout: Duration,
+    /// Connections open at once from one address.
+    pub max_connections_per_peer: usize,
+    /// How long a request head may take from its first byte (a connection's first head: from
+    /// its accept).
+    pub header_timeout: Duration,
+    /// How long a request body may take to arrive (never more than `request_timeout`).
+    pub body_timeout: Duration,
 }
 
 /// Shared by every request.
@@ -146,6 +158,11 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Every request: counted in flight, authenticated under `/v1`, bounded by the deadline,
 /// its status counted.
 async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    // The connection handles this request until its answer is made: its head deadline is off.
+    let _handling = request
+        .extensions()
+        .get::<ConnectInfo<connections::Connection>>()
+        .map(|info| info.0.handling());
     state.in_flight.fetch_add(1, Ordering::SeqCst);
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     let started = std::time::Instant::now();
@@ -173,7 +190,14 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Response {
         }
     }
     let limit = state.config.request_timeout;
-    match tokio::time::timeout(limit, next.run(request)).await {
+    let body_limit = state.config.body_timeout.min(limit);
+    let handled = async {
+        match bodies::read_whole(request, state.config.max_body, body_limit).await {
+            Ok(request) => next.run(request).await,
+            Err(e) => e.into_response(),
+        }
+    };
+    match tokio::time::timeout(limit, handled).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
     }
@@ -210,6 +234,14 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
             idle: config.connection_idle_timeout.as_secs(),
             request: config.request_timeout.as_secs(),
         });
+    }
+    for (flag, value) in [
+        ("--header-timeout", config.header_timeout),
+        ("--body-timeout", config.body_timeout),
+    ] {
+        if value.is_zero() {
+            return Err(ServerError::ZeroDeadline { flag });
+        }
     }
     let root = &session_options.state_root;
     crate::workspace::state_root::prepare(root)?;
@@ -342,10 +374,16 @@ async fn serve(
     };
     let listener = connections::Bounded::new(
         listener,
-        state.config.max_connections,
-        state.config.connection_idle_timeout,
+        connections::ConnectionLimits {
+            max_connections: state.config.max_connections,
+            per_peer: state.config.max_connections_per_peer,
+            idle: state.config.connection_idle_timeout,
+            header: state.config.header_timeout,
+        },
     );
-    axum::serve(listener, router(state.clone()))
+    let app =
+        router(state.clone()).into_make_service_with_connect_info::<connections::Connection>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(drained)
         .await
         .map_err(ServerError::Serve)?;

@@ -17,7 +17,7 @@ pub const SPEC: &str = r##"{
         "type": "object",
         "required": ["error"],
         "properties": {"error": {"type": "object", "required": ["category", "message"], "properties": {
-          "category": {"type": "string", "enum": ["bad_request", "missing_field", "unauthorized", "session_not_found", "task_not_found", "not_found", "invalid_transition", "lock_timeout", "too_many_sessions", "draining", "payload_too_large", "timeout", "internal"]},
+          "category": {"type": "string", "enum": ["bad_request", "missing_field", "unauthorized", "session_not_found", "task_not_found", "not_found", "invalid_transition", "lock_timeout", "too_many_sessions", "draining", "too_many_connections", "payload_too_large", "timeout", "internal"]},
           "message": {"type": "string"}
         }}}
       },
@@ -87,7 +87,8 @@ pub const SPEC: &str = r##"{
       "responses": {
         "200": {"description": "The result", "content": {"application/json": {"schema": {"type": "object", "properties": {
           "action_index": {"type": "integer", "description": "the session's action index after the call"},
-          "result": {"$ref": "#/components/schemas/ToolResult"}}}}}},
+          "result": {"$ref": "#/components/schemas/ToolResult"},
+          "transcript_truncated": {"type": "boolean", "description": "present (true) once the session's transcript reached its policy's limits.transcript_bytes: the call ran but is not recorded"}}}}}},
         "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"},
         "409": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"},
         "503": {"description": "lock_timeout (with Retry-After): another call holds the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},

@@ -420,14 +420,31 @@ impl Session {
         if let Value::Object(map) = &mut json {
             map.insert("action_index".into(), json!(index));
         }
-        // Both lines in one append: a reader never sees a call without its result.
-        let lines = transcript::call_lines(index, tool, args, &json, is_error, &stamp);
-        if let Err(e) = self.dir.append_transcript(&lines) {
-            tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
+        // Both lines in one append: a reader never sees a call without its result. Within
+        // the policy's transcript limit; past it, the call runs and answers unrecorded.
+        if !self.dir.transcript_cut() {
+            let limit = self.parts.policy.limits.transcript_bytes;
+            let lines = transcript::call_lines(index, tool, args, &json, is_error, &stamp);
+            let cut = || transcript::truncated_line(index, limit, &stamp);
+            match self.dir.append_call(&lines, limit, cut) {
+                Ok(store::Appended::Cut) => {
+                    tracing::warn!(session = %self.id, action = index, limit, "the transcript reached its limit: later calls are not recorded");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(session = %self.id, error = %crate::error::chain(&e), "transcript");
+                }
+            }
         }
         // state.json is rewritten at turns and forks, not per call: the transcript (appended
         // per call) is the record of every call and of the action index.
         json
+    }
+
+    /// Whether the transcript reached the policy's `limits.transcript_bytes` (calls from
+    /// then on are not recorded).
+    pub fn transcript_truncated(&self) -> bool {
+        self.dir.transcript_cut()
     }
 
     /// The manifests of the workspace as it started and as it is now (the latter from the

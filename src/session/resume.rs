@@ -61,11 +61,12 @@ struct SavedState {
 enum Recorded {
     /// A user message after the first: the session moved to its next turn.
     NextTurn,
-    /// A call and the text of its result.
+    /// A call and the text of its result (cut when `whole` says what the result was).
     Call {
         tool: String,
         args: Value,
         result: String,
+        whole: Option<String>,
     },
 }
 
@@ -162,7 +163,13 @@ fn parse_transcript(text: &str) -> Vec<Recorded> {
                     .as_str()
                     .unwrap_or_default()
                     .to_string();
-                steps.push(Recorded::Call { tool, args, result });
+                let whole = message["truncated"]["sha256"].as_str().map(str::to_string);
+                steps.push(Recorded::Call {
+                    tool,
+                    args,
+                    result,
+                    whole,
+                });
             }
             _ => break,
         }
@@ -217,11 +224,21 @@ impl Session {
         for step in &saved.steps {
             let replayed = match step {
                 Recorded::NextTurn => session.next_turn().map(|_| ()).map_err(Into::into),
-                Recorded::Call { tool, args, result } => {
+                Recorded::Call {
+                    tool,
+                    args,
+                    result,
+                    whole,
+                } => {
                     let index = session.action_index();
                     let again = session.call(tool, args);
-                    if serde_json::from_str::<Value>(result).is_ok_and(|recorded| recorded == again)
-                    {
+                    // A cut result is checked by the digest of the whole.
+                    let same = match whole {
+                        Some(digest) => *digest == super::transcript::result_digest(&again),
+                        None => serde_json::from_str::<Value>(result)
+                            .is_ok_and(|recorded| recorded == again),
+                    };
+                    if same {
                         Ok(())
                     } else {
                         Err(ResumeError::Diverged {
@@ -269,12 +286,14 @@ mod tests {
                     tool: "write".into(),
                     args: json!({"path": "a"}),
                     result: json!({"ok": true}).to_string(),
+                    whole: None,
                 },
                 Recorded::NextTurn,
                 Recorded::Call {
                     tool: "read".into(),
                     args: json!({"path": "a"}),
                     result: json!({"ok": false}).to_string(),
+                    whole: None,
                 },
             ]
         );

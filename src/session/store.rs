@@ -1,5 +1,8 @@
 //! A session's directory on disk: its state written atomically (temp file, fsync, rename) under
-//! the session's lock, and its transcript appended call by call.
+//! the session's lock, and its transcript appended call by call, within the policy's
+//! `limits.transcript_bytes`: the call that would pass it, and every later one, is replaced
+//! by one truncation event (see [`super::transcript::truncated_line`]); the calls themselves
+//! still run and answer the agent.
 //!
 //! The lock is the directory's owner mark (see `sandbox::stale`): an exclusive `flock` the
 //! session's process takes when it makes the directory and holds for the session's life. No
@@ -16,6 +19,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Why the session directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +44,10 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 pub struct SessionDir {
     pub path: PathBuf,
     transcript: File,
+    /// Bytes appended to the transcript so far.
+    transcript_bytes: AtomicU64,
+    /// Whether the transcript was cut at its limit (no call is recorded any more).
+    transcript_cut: AtomicBool,
     /// The session's lock, which also marks the directory as alive (see `sandbox::stale`).
     _owner: crate::sandbox::stale::OwnerMark,
 }
@@ -62,6 +70,8 @@ impl SessionDir {
         Ok(SessionDir {
             path,
             transcript,
+            transcript_bytes: AtomicU64::new(0),
+            transcript_cut: AtomicBool::new(false),
             _owner: owner,
         })
     }
@@ -85,15 +95,59 @@ impl SessionDir {
     /// Append `lines` (each ending in a newline) to the transcript in one write: a reader
     /// never sees part of them, nor a call without its result.
     pub fn append_transcript(&self, lines: &[u8]) -> Result<(), StoreError> {
+        self.transcript_bytes
+            .fetch_add(lines.len() as u64, Ordering::SeqCst);
         (&self.transcript)
             .write_all(lines)
             .map_err(write_err(&self.path.join(TRANSCRIPT)))
+    }
+
+    /// Append a call's `lines` unless the transcript would pass `limit` bytes: then append
+    /// `cut_line()` instead, once, and nothing for any later call.
+    pub fn append_call(
+        &self,
+        lines: &[u8],
+        limit: u64,
+        cut_line: impl FnOnce() -> Vec<u8>,
+    ) -> Result<Appended, StoreError> {
+        if self.transcript_cut.load(Ordering::SeqCst) {
+            return Ok(Appended::Omitted);
+        }
+        let so_far = self.transcript_bytes.load(Ordering::SeqCst);
+        if so_far.saturating_add(lines.len() as u64) <= limit {
+            self.append_transcript(lines)?;
+            return Ok(Appended::Recorded);
+        }
+        self.transcript_cut.store(true, Ordering::SeqCst);
+        self.append_transcript(&cut_line())?;
+        Ok(Appended::Cut)
+    }
+
+    /// Whether the transcript was cut at its limit.
+    pub fn transcript_cut(&self) -> bool {
+        self.transcript_cut.load(Ordering::SeqCst)
+    }
+
+    /// Bytes appended to the transcript so far.
+    pub fn transcript_bytes(&self) -> u64 {
+        self.transcript_bytes.load(Ordering::SeqCst)
     }
 
     /// Remove the directory and everything in it.
     pub fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
     }
+}
+
+/// What [`SessionDir::append_call`] did with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// Written whole.
+    Recorded,
+    /// Not written: this call reached the limit, and the truncation event was written.
+    Cut,
+    /// Not written: the transcript had been cut before.
+    Omitted,
 }
 
 fn open_append(path: &Path) -> Result<File, StoreError> {
@@ -139,5 +193,27 @@ mod tests {
             fs::read_to_string(dir.path.join(TRANSCRIPT)).unwrap(),
             "1\n2\n3\n"
         );
+    }
+
+    #[test]
+    fn calls_past_the_limit_leave_one_cut_event_and_nothing_more() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "s4").unwrap();
+        let cut = || b"CUT\n".to_vec();
+        assert_eq!(
+            dir.append_call(b"aaaa\n", 10, cut).unwrap(),
+            Appended::Recorded
+        );
+        assert_eq!(
+            dir.append_call(b"bbbbbbbb\n", 10, cut).unwrap(),
+            Appended::Cut
+        );
+        assert_eq!(dir.append_call(b"c\n", 10, cut).unwrap(), Appended::Omitted);
+        assert!(dir.transcript_cut());
+        assert_eq!(
+            fs::read_to_string(dir.path.join(TRANSCRIPT)).unwrap(),
+            "aaaa\nCUT\n"
+        );
+        assert_eq!(dir.transcript_bytes(), 9);
     }
 }

@@ -3,10 +3,27 @@
 //! they are: `{"type": "message", "message": {"role": "user" | "assistant" | "toolResult",
 //! "content": [...]}}`, tool calls as `{"type": "toolCall", "id", "name", "arguments"}` in an
 //! assistant message, results as a `toolResult` message naming the call.
+//!
+//! Bounded: a result's text is its JSON, with every string longer than [`FIELD_CAP`] bytes
+//! (an `exec`'s streams, a `read`'s content, a skill's output) cut there and marked (the
+//! message then says `"truncated": {"bytes", "sha256"}`: the whole result's size and digest,
+//! which a resume checks its replay against). A call's arguments are kept whole (a resume
+//! replays them). What a session may write in all is its policy's `limits.transcript_bytes`,
+//! counted by [`super::store::SessionDir`].
+
+use std::borrow::Cow;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::json;
+
+/// The longest string of a result the transcript keeps (bytes, before escaping); the rest is
+/// replaced by a note saying how much was left out.
+pub const FIELD_CAP: usize = 16 * 1024;
+
+/// The custom event that ends a transcript cut at its limit (after it, no call is recorded).
+pub const TRUNCATED_EVENT: &str = "envcraft.transcript_truncated";
 
 /// The user's turn `text`.
 pub fn user_message(text: &str, timestamp: &str) -> Value {
@@ -46,22 +63,111 @@ pub(crate) fn tool_result(
     is_error: bool,
     timestamp: &str,
 ) -> Value {
-    json!({
+    let (kept, cut) = recorded(result);
+    let mut line = json!({
         "type": "message",
         "timestamp": timestamp,
         "message": {
             "role": "toolResult",
             "toolCallId": call_id(index),
             "toolName": tool,
-            "content": [{"type": "text", "text": result.to_string()}],
+            "content": [{"type": "text", "text": kept.to_string()}],
             "isError": is_error,
         },
-    })
+    });
+    if let Some(cut) = cut {
+        line["message"]["truncated"] = json!({"bytes": cut.bytes, "sha256": cut.sha256});
+    }
+    line
+}
+
+/// What a cut result was whole: its JSON's size and SHA-256 (hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// The SHA-256 (hex) of `result`'s JSON, as a cut result records it.
+pub fn result_digest(result: &Value) -> String {
+    let bytes = serde_json::to_vec(result).unwrap_or_default();
+    hex(&Sha256::digest(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `result` as the transcript keeps it: unchanged when no string in it is longer than
+/// [`FIELD_CAP`]; else with those strings cut, and what the whole was.
+pub fn recorded(result: &Value) -> (Cow<'_, Value>, Option<Cut>) {
+    if !has_long_string(result) {
+        return (Cow::Borrowed(result), None);
+    }
+    let whole = serde_json::to_vec(result).unwrap_or_default();
+    let cut = Cut {
+        bytes: whole.len() as u64,
+        sha256: hex(&Sha256::digest(&whole)),
+    };
+    (Cow::Owned(cut_strings(result)), Some(cut))
+}
+
+fn has_long_string(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.len() > FIELD_CAP,
+        Value::Array(items) => items.iter().any(has_long_string),
+        Value::Object(map) => map.values().any(has_long_string),
+        _ => false,
+    }
+}
+
+fn cut_strings(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > FIELD_CAP => {
+            let mut end = FIELD_CAP;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!(
+                "{}\n[envcraft: {} more bytes not recorded in the transcript]",
+                &s[..end],
+                s.len() - end
+            ))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(cut_strings).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), cut_strings(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The event that ends a transcript cut at `limit` bytes: from call `index` on, nothing is
+/// recorded.
+pub fn truncated_line(index: u64, limit: u64, timestamp: &str) -> Vec<u8> {
+    let event = json!({
+        "type": "custom",
+        "customType": TRUNCATED_EVENT,
+        "timestamp": timestamp,
+        "data": {
+            "from_action_index": index,
+            "limit_bytes": limit,
+            "message": format!(
+                "the transcript reached its policy's limit (limits.transcript_bytes = {limit}): calls from action {index} on are not recorded"
+            ),
+        },
+    });
+    let mut line = json::to_vec(&event);
+    line.push(b'\n');
+    line
 }
 
 /// The call `index` and its result as two lines, ready to append: the text of
-/// [`tool_call`] and [`tool_result`] as `serde_json` writes them, written directly (the result
-/// is escaped twice, once as JSON, once as the text of the message: see [`crate::json`]).
+/// [`tool_call`] and [`tool_result`] as `serde_json` writes them, written directly (the result,
+/// cut as [`recorded`] says, is written as the escaped text of its JSON in one pass: see
+/// [`crate::json`]).
 pub fn call_lines(
     index: u64,
     tool: &str,
@@ -84,8 +190,9 @@ pub fn call_lines(
     out.extend_from_slice(b",\"type\":\"message\"}\n");
     out.extend_from_slice(br#"{"message":{"content":[{"text":"#);
     // The result's text is its JSON: written escaped, in one pass.
+    let (kept, cut) = recorded(result);
     out.push(b'"');
-    json::write_value_as_text(&mut out, result);
+    json::write_value_as_text(&mut out, &kept);
     out.push(b'"');
     out.extend_from_slice(br#","type":"text"}],"isError":"#);
     out.extend_from_slice(if is_error { b"true" } else { b"false" });
@@ -93,6 +200,13 @@ pub fn call_lines(
     json::write_str(&mut out, &id);
     out.extend_from_slice(br#","toolName":"#);
     json::write_str(&mut out, tool);
+    if let Some(cut) = cut {
+        out.extend_from_slice(br#","truncated":{"bytes":"#);
+        out.extend_from_slice(cut.bytes.to_string().as_bytes());
+        out.extend_from_slice(br#","sha256":"#);
+        json::write_str(&mut out, &cut.sha256);
+        out.push(b'}');
+    }
     out.extend_from_slice(br#"},"timestamp":"#);
     json::write_str(&mut out, timestamp);
     out.extend_from_slice(b",\"type\":\"message\"}\n");
@@ -139,6 +253,10 @@ mod tests {
                 json!({"ok": false, "error": {"category": "not_found"}}),
                 true,
             ),
+            (
+                json!({"ok": true, "stdout": "\"é".repeat(FIELD_CAP), "stderr": "x", "action_index": 3}),
+                false,
+            ),
         ] {
             let mut expected = Vec::new();
             for line in [
@@ -154,5 +272,43 @@ mod tests {
                 String::from_utf8(expected).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn long_strings_are_cut_once_with_the_whole_results_digest() {
+        let stdout = "é".repeat(FIELD_CAP); // 2 bytes each: the cut falls inside one
+        let result = json!({"ok": true, "stdout": stdout, "nested": [{"output": "y".repeat(FIELD_CAP + 5)}], "action_index": 0});
+        let line = tool_result(0, "exec", &result, false, "t");
+        let text = line["message"]["content"][0]["text"].as_str().unwrap();
+        let kept: Value = serde_json::from_str(text).unwrap();
+        let kept_out = kept["stdout"].as_str().unwrap();
+        assert!(kept_out.len() < FIELD_CAP + 100, "{}", kept_out.len());
+        assert!(kept_out.ends_with(&format!(
+            "[envcraft: {} more bytes not recorded in the transcript]",
+            FIELD_CAP
+        )));
+        assert!(
+            kept["nested"][0]["output"]
+                .as_str()
+                .unwrap()
+                .contains("5 more bytes")
+        );
+        let cut = &line["message"]["truncated"];
+        assert_eq!(cut["sha256"], result_digest(&result));
+        assert_eq!(cut["bytes"], serde_json::to_vec(&result).unwrap().len());
+        // A short result is kept as it is, with no note.
+        let short = tool_result(0, "exec", &json!({"ok": true, "stdout": "hi"}), false, "t");
+        assert!(short["message"].get("truncated").is_none());
+    }
+
+    #[test]
+    fn the_truncation_event_is_one_json_line_graders_skip() {
+        let line = truncated_line(7, 1024, "t");
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.ends_with('\n') && text.matches('\n').count() == 1);
+        let event: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(event["type"], "custom");
+        assert_eq!(event["customType"], TRUNCATED_EVENT);
+        assert_eq!(event["data"]["from_action_index"], 7);
     }
 }

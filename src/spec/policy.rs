@@ -219,6 +219,17 @@ pub struct Limits {
     pub output_bytes: u64,
     /// Bytes the workspace may grow by (the size of the upper layer).
     pub workspace_bytes: u64,
+    /// Bytes a session's transcript may hold (host memory under the sessions root); past it,
+    /// calls are not recorded (see `session::store`).
+    #[serde(default = "default_transcript_bytes")]
+    pub transcript_bytes: u64,
+}
+
+/// `limits.transcript_bytes` when a policy does not say.
+pub const DEFAULT_TRANSCRIPT_BYTES: u64 = 64 << 20;
+
+fn default_transcript_bytes() -> u64 {
+    DEFAULT_TRANSCRIPT_BYTES
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,6 +431,8 @@ struct RawLimits {
     open_files: Spanned<i64>,
     output_bytes: Spanned<ByteSize>,
     workspace_size: Spanned<ByteSize>,
+    #[serde(default)]
+    transcript_bytes: Option<Spanned<ByteSize>>,
 }
 
 #[derive(Deserialize)]
@@ -613,6 +626,12 @@ impl Validator<'_> {
                 MIB,
                 1 << 40,
             )?,
+            transcript_bytes: match &l.transcript_bytes {
+                Some(value) => {
+                    self.bytes_in_range("limits.transcript_bytes", value, 64 << 10, 1 << 40)?
+                }
+                None => DEFAULT_TRANSCRIPT_BYTES,
+            },
         };
 
         let e = &raw.environment;
@@ -866,6 +885,29 @@ mod tests {
             }
             other => panic!("unexpected {other}"),
         }
+    }
+
+    #[test]
+    fn the_transcript_limit_is_validated_and_defaults_when_absent() {
+        let text = default_text().replace(
+            "transcript_bytes = \"64MiB\"",
+            "transcript_bytes = \"1KiB\"",
+        );
+        match Policy::parse("t", "t.toml", &text).unwrap_err() {
+            PolicyError::Invalid { key, expected, .. } => {
+                assert_eq!(key, "limits.transcript_bytes");
+                assert!(expected.contains("from 65536"), "{expected}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+        let text = default_text().replace("transcript_bytes = \"64MiB\"\n", "");
+        assert!(!text.contains("transcript_bytes"));
+        let policy = Policy::parse("t", "t.toml", &text).unwrap();
+        assert_eq!(policy.limits.transcript_bytes, DEFAULT_TRANSCRIPT_BYTES);
+        assert_eq!(
+            Policy::bundled("strict").unwrap().limits.transcript_bytes,
+            16 << 20
+        );
     }
 
     #[test]
