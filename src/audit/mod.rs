@@ -13,7 +13,7 @@
 //! Sessions are started here, so an audit must run in a single-threaded process; `--jobs`
 //! runs tasks in parallel child processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -50,38 +50,6 @@ pub const CHECKS: [&str; 6] = [
     "sensitive",
     "template_unchanged",
 ];
-
-/// The task directories under `path`: a task itself (it has `task.toml`), an environment (its
-/// `tasks/*`), or a directory of environments (`*/tasks/*`). Sorted.
-pub fn find_tasks(path: &Path) -> Vec<PathBuf> {
-    let is_task = |p: &Path| p.join("task.toml").is_file();
-    let children = |p: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
-    if is_task(path) {
-        return vec![path.to_path_buf()];
-    }
-    if path.join("env.toml").is_file() {
-        return children(&path.join("tasks"))
-            .into_iter()
-            .filter(|t| is_task(t))
-            .collect();
-    }
-    children(path)
-        .into_iter()
-        .flat_map(|env| children(&env.join("tasks")))
-        .filter(|t| is_task(t))
-        .collect()
-}
 
 fn check(name: &'static str, result: Result<String, String>) -> AuditCheck {
     match result {

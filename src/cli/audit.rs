@@ -91,7 +91,7 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
     let tasks: Vec<PathBuf> = args
         .paths
         .iter()
-        .flat_map(|p| audit::find_tasks(p))
+        .flat_map(|p| crate::spec::task::find_tasks(p))
         .collect();
     let options = crate::session::SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.clone())?,

@@ -12,7 +12,6 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::task_args::SkillsDir;
-use crate::audit;
 use crate::cli::error::Error;
 use crate::import;
 
@@ -210,7 +209,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
     // Foreign task sets are imported into temporary trees, kept until the suite ends.
     let mut imported = Vec::new();
     for path in &args.paths {
-        let found = audit::find_tasks(path);
+        let found = crate::spec::task::find_tasks(path);
         match import::detect(path) {
             Some(format) if found.is_empty() => {
                 let (temp, outcome) = import::import_all_to_temp(format, path)?;

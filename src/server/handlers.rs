@@ -158,7 +158,7 @@ pub async fn method_not_allowed() -> ApiError {
 pub async fn tasks(State(state): State<Arc<AppState>>) -> ApiResult {
     let root = state.config.workspaces.clone();
     let tasks = blocking(move || {
-        crate::audit::find_tasks(&root)
+        crate::spec::task::find_tasks(&root)
             .into_iter()
             .filter_map(|dir| match TaskSpec::load(&dir) {
                 Ok(task) => Some(json!({

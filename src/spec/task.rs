@@ -652,6 +652,38 @@ impl Check<'_> {
     }
 }
 
+/// The task directories under `path`: a task itself (it has `task.toml`), an environment (its
+/// `tasks/*`), or a directory of environments (`*/tasks/*`). Sorted.
+pub fn find_tasks(path: &Path) -> Vec<PathBuf> {
+    let is_task = |p: &Path| p.join("task.toml").is_file();
+    let children = |p: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    if is_task(path) {
+        return vec![path.to_path_buf()];
+    }
+    if path.join("env.toml").is_file() {
+        return children(&path.join("tasks"))
+            .into_iter()
+            .filter(|t| is_task(t))
+            .collect();
+    }
+    children(path)
+        .into_iter()
+        .flat_map(|env| children(&env.join("tasks")))
+        .filter(|t| is_task(t))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
