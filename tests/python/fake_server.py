@@ -69,8 +69,8 @@ class Seen:
 
 class FakeServer:
     def __init__(self, token: Optional[str] = None, max_sessions: int = 64, host: str = "127.0.0.1", last_turn_null: bool = False) -> None:
-        # At the last turn the real server answers 409 invalid_transition; the contract's text
-        # also allows {"prompt": null}. ``last_turn_null`` picks the second.
+        # At the last turn the real server answers 409 invalid_transition, as the contract says;
+        # ``last_turn_null`` answers {"prompt": null} instead, which breaks it.
         self.last_turn_null = last_turn_null
         self.token = token
         self.max_sessions = max_sessions

@@ -139,14 +139,21 @@ def test_a_server_that_is_not_there_is_a_transport_error():
         envcraft.Client(f"http://127.0.0.1:{port}", timeout=5).health()
 
 
-def test_next_turn_after_the_last_is_none_whether_409_or_null():
+def test_next_turn_after_the_last_is_none_and_a_null_prompt_breaks_the_contract():
     from fake_server import FakeServer
 
+    # The contract: 409 invalid_transition past the last prompt, which the client reads as
+    # None; a 200 without a prompt is the server's fault and said so.
     for null in (False, True):
         server = FakeServer(last_turn_null=null).start()
         try:
             with envcraft.Client(server.url).create("example/two-turns") as s:
                 assert s.next_turn() == "Now say goodbye."
-                assert s.next_turn() is None and s.turn == 1 and s.prompt == "Now say goodbye."
+                if null:
+                    with pytest.raises(envcraft.ProtocolError):
+                        s.next_turn()
+                else:
+                    assert s.next_turn() is None
+                assert s.turn == 1 and s.prompt == "Now say goodbye."
         finally:
             server.stop()

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type
 
 from . import _http1, _wire
 from ._http1 import MAX_HEADER_LINE, MAX_RESPONSE_BYTES, Endpoint, FailedAt, IdleConnections
+from ._session_state import SessionState
 from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .client import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
 from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
@@ -261,56 +262,31 @@ class _Connection:
             pass
 
 
-class AsyncSession:
+class AsyncSession(SessionState):
     """One live session, for asyncio code; see ``envcraft.Session``. ``async with`` closes it."""
 
     def __init__(self, client: AsyncClient, info: SessionInfo) -> None:
         self.client = client
-        self.id = info.id
-        self.task = info.task
-        self.prompt = info.prompt
-        self.docs = info.docs
-        self.tools = info.tools
-        self.action_index = info.action_index
-        self.seed = info.seed
-        self.turn = 0
-        self.closed = False
+        self._start(info)
 
     def __repr__(self) -> str:
         return f"AsyncSession({self.id!r}, task={self.task!r}, action_index={self.action_index})"
 
     async def call(self, tool: str, /, **args: Any) -> Dict[str, Any]:
         obj = await self.client._send(_wire.call_tool(self.id, tool, args))
-        result = _wire.field_of(obj, "result")
-        if "action_index" in obj:
-            self.action_index = int(obj["action_index"])
-        return dict(result)
+        return self._called(obj)
 
     async def next_turn(self) -> Optional[str]:
         try:
             obj = await self.client._send(_wire.next_turn(self.id))
         except InvalidTransition:
-            # The server answers 409 at the last turn ("there is no next prompt"), or
-            # {"prompt": null}: both mean the task has no more prompts.
+            # 409 past the last prompt: the task has no more prompts.
             return None
-        prompt = obj.get("prompt")
-        if "turn" in obj:
-            self.turn = int(obj["turn"])
-        if prompt is not None:
-            self.prompt = prompt
-        return prompt
+        return self._moved_on(obj)
 
     async def fork(self) -> "AsyncSession":
         obj = await self.client._send(_wire.fork(self.id))
-        info = SessionInfo(
-            str(_wire.field_of(obj, "session_id", 201)),
-            self.task,
-            self.prompt,
-            self.docs,
-            self.tools,
-            self.action_index,
-            self.seed,
-        )
+        info = self._fork_info(obj)
         child = AsyncSession(self.client, info)
         child.turn = self.turn
         return child

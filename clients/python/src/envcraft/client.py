@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Type
 
 from . import _http1, _wire
 from ._http1 import Endpoint, FailedAt, IdleConnections
+from ._session_state import SessionState
 from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
 
@@ -318,7 +319,7 @@ class _EndOfStream(Exception):
     """The server closed the connection."""
 
 
-class Session:
+class Session(SessionState):
     """One live session on the server. Use it as a context manager to close it for sure.
 
     ``task`` is ``ENV/ID`` (``ENV/inline-HASH`` for an inline task), ``seed`` the seed it was
@@ -329,15 +330,7 @@ class Session:
 
     def __init__(self, client: Client, info: SessionInfo) -> None:
         self.client = client
-        self.id = info.id
-        self.task = info.task
-        self.prompt = info.prompt
-        self.docs = info.docs
-        self.tools = info.tools
-        self.action_index = info.action_index
-        self.seed = info.seed
-        self.turn = 0
-        self.closed = False
+        self._start(info)
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, task={self.task!r}, action_index={self.action_index})"
@@ -346,30 +339,21 @@ class Session:
         """Calls ``tool`` with ``args``; returns its result (``{"ok": bool, ...}``). A tool
         that fails answers ``ok: false`` with an error, it does not raise."""
         obj = self.client._send(_wire.call_tool(self.id, tool, args))
-        result = _wire.field_of(obj, "result")
-        if "action_index" in obj:
-            self.action_index = int(obj["action_index"])
-        return dict(result)
+        return self._called(obj)
 
     def next_turn(self) -> Optional[str]:
         """Moves to the next prompt of the task and returns it, or ``None`` after the last."""
         try:
             obj = self.client._send(_wire.next_turn(self.id))
         except InvalidTransition:
-            # The server answers 409 at the last turn ("there is no next prompt"), or
-            # {"prompt": null}: both mean the task has no more prompts.
+            # 409 past the last prompt: the task has no more prompts.
             return None
-        prompt = obj.get("prompt")
-        if "turn" in obj:
-            self.turn = int(obj["turn"])
-        if prompt is not None:
-            self.prompt = prompt
-        return prompt
+        return self._moved_on(obj)
 
     def fork(self) -> "Session":
         """A new session starting from this one's workspace, action index and turn."""
         obj = self.client._send(_wire.fork(self.id))
-        child = Session(self.client, self._info(str(_wire.field_of(obj, "session_id", 201))))
+        child = Session(self.client, self._fork_info(obj))
         child.turn = self.turn
         return child
 
@@ -390,11 +374,6 @@ class Session:
         except SessionNotFound:
             pass
         self.closed = True
-
-    def _info(self, session_id: str) -> SessionInfo:
-        return SessionInfo(
-            session_id, self.task, self.prompt, self.docs, self.tools, self.action_index, self.seed
-        )
 
     def __enter__(self) -> "Session":
         return self
