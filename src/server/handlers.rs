@@ -141,7 +141,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 pub async fn openapi() -> Response {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        super::openapi::SPEC,
+        super::openapi::document(),
     )
         .into_response()
 }

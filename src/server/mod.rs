@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod resume;
+pub mod routes;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -36,7 +37,6 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use tokio::sync::Notify;
 
 use self::error::ApiError;
@@ -135,19 +135,11 @@ impl AppState {
 /// body limit (the layers apply to every route; auth only to `/v1`).
 pub fn router(state: Arc<AppState>) -> Router {
     let max_body = state.config.max_body;
-    Router::new()
-        .route("/healthz", get(handlers::healthz))
-        .route("/readyz", get(handlers::readyz))
-        .route("/metrics", get(handlers::metrics))
-        .route("/openapi.json", get(handlers::openapi))
-        .route("/v1/tasks", get(handlers::tasks))
-        .route("/v1/sessions", post(handlers::create))
-        .route("/v1/sessions/{id}", delete(handlers::close))
-        .route("/v1/sessions/{id}/call", post(handlers::call))
-        .route("/v1/sessions/{id}/next_turn", post(handlers::next_turn))
-        .route("/v1/sessions/{id}/fork", post(handlers::fork))
-        .route("/v1/sessions/{id}/verify", post(handlers::verify))
-        .route("/v1/sessions/{id}/diff", get(handlers::diff))
+    let mut router = Router::new();
+    for route in routes::ROUTES {
+        router = router.route(route.path, (route.handler)());
+    }
+    router
         .fallback(handlers::fallback)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

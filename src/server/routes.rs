@@ -1,0 +1,130 @@
+//! The one route table: each route's method, path, handler and OpenAPI operation side by side.
+//! The router ([`super::router`]) and the OpenAPI document served at `GET /openapi.json`
+//! ([`super::openapi`]) are both made from [`ROUTES`], so a route cannot be served undescribed
+//! or described unserved. Adding a route: its handler in `handlers.rs`, its entry here.
+
+use std::sync::Arc;
+
+use axum::handler::Handler;
+use axum::routing::MethodRouter;
+
+use super::{AppState, handlers};
+
+/// The HTTP methods the API uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
+impl Method {
+    /// The method's name in an OpenAPI path item.
+    pub fn openapi_name(self) -> &'static str {
+        match self {
+            Method::Get => "get",
+            Method::Post => "post",
+            Method::Delete => "delete",
+        }
+    }
+}
+
+/// One route of the API.
+pub struct Route {
+    pub method: Method,
+    /// The path as axum and OpenAPI both write it (`{id}` for a parameter).
+    pub path: &'static str,
+    /// Makes the route's method router (a function, so that the table can be a constant).
+    pub handler: fn() -> MethodRouter<Arc<AppState>>,
+    /// The OpenAPI operation object (JSON) that describes it.
+    pub operation: &'static str,
+}
+
+/// A method router for `handler` under `method`.
+fn on<H, T>(method: Method, handler: H) -> MethodRouter<Arc<AppState>>
+where
+    H: Handler<T, Arc<AppState>>,
+    T: 'static,
+{
+    match method {
+        Method::Get => axum::routing::get(handler),
+        Method::Post => axum::routing::post(handler),
+        Method::Delete => axum::routing::delete(handler),
+    }
+}
+
+/// Every route, in the order the OpenAPI document lists them.
+pub const ROUTES: &[Route] = &[
+    Route {
+        method: Method::Get,
+        path: "/healthz",
+        handler: || on(Method::Get, handlers::healthz),
+        operation: r##"{"security": [], "summary": "Liveness", "responses": {"200": {"description": "{\"status\": \"ok\"}"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/readyz",
+        handler: || on(Method::Get, handlers::readyz),
+        operation: r##"{"security": [], "summary": "Readiness", "responses": {"200": {"description": "{\"status\": \"ready\", \"sessions\": N, \"max_sessions\": M}"}, "503": {"description": "{\"status\": \"draining\"}"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/metrics",
+        handler: || on(Method::Get, handlers::metrics),
+        operation: r##"{"security": [], "summary": "Prometheus metrics: envcraft_sessions_open, envcraft_sessions_created_total, envcraft_tool_calls_total{tool,outcome}, envcraft_tool_call_seconds, envcraft_verify_seconds, envcraft_http_requests_total{status}", "responses": {"200": {"description": "text/plain exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/openapi.json",
+        handler: || on(Method::Get, handlers::openapi),
+        operation: r##"{"security": [], "summary": "This document", "responses": {"200": {"description": "OpenAPI 3.0"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/v1/tasks",
+        handler: || on(Method::Get, handlers::tasks),
+        operation: r##"{"summary": "Every task under the server's workspaces", "responses": {"200": {"description": "The tasks", "content": {"application/json": {"schema": {"type": "object", "properties": {"tasks": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string", "description": "ENV/ID"}, "env": {"type": "string"}, "id": {"type": "string"}, "prompt": {"type": "string", "description": "the first prompt"}}}}}}}}}, "401": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions",
+        handler: || on(Method::Post, handlers::create),
+        operation: r##"{"summary": "Create a session of a task", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["task"], "additionalProperties": false, "properties": {"task": {"oneOf": [{"type": "string", "description": "ENV/ID"}, {"type": "object", "description": "An inline task: the keys of task.toml (prompt or turns, base_time, verifier) plus env, and optionally files, expected (expected.json) and grader (files of grader/)", "required": ["env"], "properties": {"env": {"type": "string"}, "prompt": {"type": "string"}, "turns": {"type": "array", "items": {"type": "object", "properties": {"prompt": {"type": "string"}}}}, "base_time": {"type": "string"}, "verifier": {"type": "object"}, "files": {"type": "object", "additionalProperties": {"type": "string"}, "description": "relative path -> content, laid over the environment's files"}, "expected": {"type": "object", "description": "the task's expected.json"}, "grader": {"type": "object", "additionalProperties": {"type": "string"}, "description": "relative path -> content of the grader's files"}}}]}, "base_time": {"type": "string", "format": "date-time", "description": "RFC 3339; overrides the task's start time"}, "seed": {"type": "integer", "minimum": 0, "description": "exported to the session's commands, skills and grader as ENVCRAFT_SEED"}}}}}}, "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {"type": "object", "properties": {"session_id": {"type": "string"}, "task": {"type": "string", "description": "ENV/ID; ENV/inline-HASH for an inline task"}, "seed": {"type": "integer", "nullable": true}, "prompt": {"type": "string"}, "docs": {"type": "string", "description": "the environment's docs.md, or empty"}, "tools": {"type": "array", "description": "OpenAI function-calling tools", "items": {"type": "object"}}, "action_index": {"type": "integer"}}}}}}, "400": {"$ref": "#/components/responses/Error"}, "401": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}, "504": {"$ref": "#/components/responses/Error"}, "500": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Delete,
+        path: "/v1/sessions/{id}",
+        handler: || on(Method::Delete, handlers::close),
+        operation: r##"{"summary": "Close a session", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "{\"closed\": ID}"}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions/{id}/call",
+        handler: || on(Method::Post, handlers::call),
+        operation: r##"{"summary": "Call a tool; a failing tool is a 200 with result.ok false", "parameters": [{"$ref": "#/components/parameters/id"}], "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["tool"], "additionalProperties": false, "properties": {"tool": {"type": "string"}, "args": {"type": "object", "description": "the tool's arguments (default {})"}}}}}}, "responses": {"200": {"description": "The result", "content": {"application/json": {"schema": {"type": "object", "properties": {"action_index": {"type": "integer", "description": "the session's action index after the call"}, "result": {"$ref": "#/components/schemas/ToolResult"}, "transcript_truncated": {"type": "boolean", "description": "present (true) once the session's transcript reached its policy's limits.transcript_bytes: the call ran but is not recorded"}}}}}}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "409": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "503": {"description": "lock_timeout (with Retry-After): another call holds the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "504": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions/{id}/next_turn",
+        handler: || on(Method::Post, handlers::next_turn),
+        operation: r##"{"summary": "Move to the next prompt", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "The next prompt", "content": {"application/json": {"schema": {"type": "object", "properties": {"prompt": {"type": "string", "nullable": true}, "turn": {"type": "integer"}}}}}}, "404": {"$ref": "#/components/responses/Error"}, "409": {"description": "invalid_transition: the session is at its last turn", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions/{id}/fork",
+        handler: || on(Method::Post, handlers::fork),
+        operation: r##"{"summary": "A new session from this one's current state", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"201": {"description": "{\"session_id\": ID}"}, "404": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions/{id}/verify",
+        handler: || on(Method::Post, handlers::verify),
+        operation: r##"{"summary": "Score the workspace", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "The verdict", "content": {"application/json": {"schema": {"type": "object", "properties": {"reward": {"type": "number"}, "passed": {"type": "boolean"}, "checks": {"type": "array", "items": {"type": "object"}}}}}}}, "404": {"$ref": "#/components/responses/Error"}, "500": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/v1/sessions/{id}/diff",
+        handler: || on(Method::Get, handlers::diff),
+        operation: r##"{"summary": "The workspace's changes", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "Changes", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Changes"}}}}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+];
