@@ -49,6 +49,7 @@ use super::seccomp::Program;
 use super::spawn;
 use crate::spec::policy::Protection;
 use crate::sys;
+use crate::workspace::tree::Setid;
 
 /// A failed setup step: which one, and the OS error.
 pub struct StepError {
@@ -265,7 +266,8 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         _ => None,
     };
     if let Some((from, WorkspaceKind::Overlay)) = seed {
-        crate::workspace::copy::copy_layer(from, &layer.join("upper"))
+        let upper = layer.join("upper");
+        crate::workspace::copy::copy_layer(from, &upper, Setid::Keep, plan.workspace_bytes)
             .map_err(|e| fail("copy the parent's changes", crate::error::chain(&e)))?;
     }
 

@@ -416,11 +416,15 @@ impl Sandbox {
         }
         let copy = base.join("copy");
         match &seed {
-            // A fork starts from its parent's copy.
-            Some((fd, _)) => workspace::copy_tree(
-                Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
-                &copy,
-            )?,
+            // A fork starts from its parent's copy, which the agent made: on the host, so
+            // without setuid and setgid bits.
+            Some((fd, _)) => {
+                workspace::copy::copy_tree_to_host(
+                    Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                    &copy,
+                    plan.workspace_bytes,
+                )?;
+            }
             None => workspace::copy_tree(&view, &copy)?,
         }
         let (tmp, home) = (base.join("tmp"), base.join("home"));

@@ -551,8 +551,14 @@ impl Session {
         match paths.changes {
             Some(source) => {
                 let changes = stage.path().join("changes");
-                crate::workspace::copy::copy_layer(&source, &changes)
-                    .map_err(SandboxError::from)?;
+                // On the host: no setuid or setgid bit survives the copy.
+                crate::workspace::copy::copy_layer(
+                    &source,
+                    &changes,
+                    crate::workspace::tree::Setid::Drop,
+                    plan.workspace_bytes,
+                )
+                .map_err(SandboxError::from)?;
                 layers.push(changes);
                 if self.sandbox.workspace_kind() == sandbox::plan::WorkspaceKind::Overlay {
                     layers.extend(plan.lowers.iter().cloned());
