@@ -688,6 +688,11 @@ fn serve(
                     let _ = nix::sys::signal::killpg(*pid, signal);
                 }
             }
+            Ok(Some((Report::Freeze, _))) => {
+                let stopped = super::live::freeze::stop_namespace();
+                let _ = channel.send(&Report::Frozen { stopped }, &[]);
+            }
+            Ok(Some((Report::Thaw, _))) => super::live::freeze::continue_namespace(),
             Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
             Ok(Some(_)) => {} // nothing else is addressed to the init
         }

@@ -440,13 +440,11 @@ fn open_dir<P: ?Sized + nix::NixPath>(parent: impl AsFd, name: &P) -> nix::Resul
 pub(crate) fn open_beneath(root: &OwnedFd, rel: &[u8], flags: OFlag) -> nix::Result<OwnedFd> {
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     if rel.len() < OPENAT2_MAX_PATH {
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
+        let how = OpenHow::new().flags(flags).resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
         match openat2(root, OsStr::from_bytes(rel), how) {
             // Older kernels, seccomp filters that refuse it, or a path over PATH_MAX.
             Err(Errno::ENOSYS | Errno::EPERM | Errno::E2BIG | Errno::ENAMETOOLONG) => {}

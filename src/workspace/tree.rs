@@ -129,8 +129,7 @@ pub fn open_child(dir: &impl AsFd, name: &CStr, flags: OFlag) -> io::Result<Owne
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
-    let resolve =
-        (libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS) as u64;
+    let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     match crate::sys::openat2(dir.as_fd(), name, flags.bits(), 0, resolve) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
             openat(dir, name, flags, Mode::empty()).map_err(errno_io)
