@@ -572,3 +572,43 @@ print("MADE")
         );
     }
 }
+
+/// The freeze around a fork is undone: the parent's background command runs on afterwards
+/// (a missed thaw would leave the agent's processes stopped for the rest of the episode).
+#[test]
+fn the_parents_background_commands_run_again_after_a_fork() {
+    if !sandbox_ready() {
+        return;
+    }
+    let tasks = Tasks::new();
+    let counter = "i=0; while :; do i=$((i+1)); echo $i > count.tmp && mv count.tmp count; done";
+    let check = "a=$(cat count); for i in $(seq 400); do b=$(cat count); \
+                 [ \"$a\" != \"$b\" ] && echo RUNNING && exit 0; sleep 0.01; done; echo STOPPED";
+    let lines = [
+        call("exec", json!({"command": counter, "background": true})),
+        call(
+            "exec",
+            json!({"command": "for i in $(seq 400); do [ -e count ] && exit 0; sleep 0.01; done"}),
+        ),
+    ];
+    let mut input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    input.push_str(":fork\n:use 0\n");
+    input.push_str(&format!(
+        "{}\n:quit\n",
+        call("exec", json!({"command": check}))
+    ));
+    let state = tempfile::tempdir().unwrap();
+    let workspaces = tasks.path().to_str().unwrap();
+    let ran = envcraft(
+        &["shell", "hc/manifest", "--workspaces", workspaces],
+        &input,
+        state.path(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+    assert!(
+        ran.stdout.contains("RUNNING") && !ran.stdout.contains("STOPPED"),
+        "the background command did not run again after the fork:\n{}",
+        ran.describe()
+    );
+}
