@@ -599,8 +599,16 @@ pub fn copy_paths(
                 Ok(()) | Err(Errno::EEXIST) => {}
                 Err(e) => return Err(write_err(rel, "make a parent directory")(errno_io(e))),
             }
-            let (dfd, _) =
-                open_dir(dst_parent, &cname).map_err(write_err(rel, "open a parent directory"))?;
+            // The name may have been kept as something else (a symlink, when the tree moved
+            // after its change list was read): then this path is not kept.
+            let dfd = match open_dir(dst_parent, &cname) {
+                Ok((fd, _)) => fd,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                    reached = false;
+                    break;
+                }
+                Err(e) => return Err(write_err(rel, "open a parent directory")(e)),
+            };
             chain.push((part.to_vec(), sfd, dfd));
         }
         let cname = CString::new(*last).ok().filter(|c| valid_name(c));
@@ -656,3 +664,7 @@ fn finish_kept_dir(
     st.st_mode |= 0o700;
     finish_dir(dst, &st, rel, options)
 }
+
+#[cfg(test)]
+#[path = "tree_tests.rs"]
+mod tests;
