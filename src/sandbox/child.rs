@@ -574,8 +574,9 @@ fn drop_capabilities() -> Result<(), StepError> {
     Ok(())
 }
 
-/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// return on `Shutdown`, after the last command, or when envcraft goes away.
+/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, stop
+/// and continue every other process on `Freeze`/`Thaw` (see `live::freeze`), and return on
+/// `Shutdown`, after the last command, or when envcraft goes away.
 fn serve(
     landlock: landlock::LandlockOutcome,
     plan: &Plan,
