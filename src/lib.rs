@@ -9,7 +9,8 @@
 //!   rules, limits) and the code that applies it in the cloned child, in one documented order;
 //!   also the machine probe behind `envcraft doctor`.
 //! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
-//!   layer, the copy used where overlayfs is refused, keeping changes for inspection.
+//!   layer, the copy used where overlayfs is refused, keeping changes for inspection; the one
+//!   way to walk and copy a tree the agent made (`workspace::tree`).
 //! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript.
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
 //!   `ls`, `glob`, `grep`), their JSON schemas and structured results; every path resolved

@@ -186,6 +186,20 @@ impl RunCgroup {
         !self.created.is_empty()
     }
 
+    /// The processes in the run's cgroup (the first hierarchy holds them all), as host pids.
+    pub fn processes(&self) -> Vec<i32> {
+        self.created
+            .first()
+            .and_then(|dir| fs::read_to_string(dir.join("cgroup.procs")).ok())
+            .map(|procs| {
+                procs
+                    .lines()
+                    .filter_map(|l| l.trim().parse::<i32>().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Kill every process still in the cgroup.
     pub fn kill_all(&self) {
         for dir in &self.created {

@@ -88,6 +88,14 @@ pub enum Report {
     Exited { id: u64, code: i32 },
     /// init → envcraft: command `id` was killed by a signal.
     Signaled { id: u64, signal: i32 },
+    /// envcraft → init: stop every other process of the sandbox (SIGSTOP) while envcraft
+    /// reads its upper layer; answered by [`Report::Frozen`].
+    Freeze,
+    /// init → envcraft: every other process is stopped (`stopped`), or some were not within
+    /// the freeze's wait.
+    Frozen { stopped: bool },
+    /// envcraft → init: continue what [`Report::Freeze`] stopped (no answer).
+    Thaw,
 }
 
 /// One end of the channel.

@@ -49,6 +49,7 @@ use super::seccomp::Program;
 use super::spawn;
 use crate::spec::policy::Protection;
 use crate::sys;
+use crate::workspace::tree::Setid;
 
 /// A failed setup step: which one, and the OS error.
 pub struct StepError {
@@ -265,7 +266,8 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         _ => None,
     };
     if let Some((from, WorkspaceKind::Overlay)) = seed {
-        crate::workspace::copy::copy_layer(from, &layer.join("upper"))
+        let upper = layer.join("upper");
+        crate::workspace::copy::copy_layer(from, &upper, Setid::Keep, plan.workspace_bytes)
             .map_err(|e| fail("copy the parent's changes", crate::error::chain(&e)))?;
     }
 
@@ -572,8 +574,9 @@ fn drop_capabilities() -> Result<(), StepError> {
     Ok(())
 }
 
-/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// return on `Shutdown`, after the last command, or when envcraft goes away.
+/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, stop
+/// and continue every other process on `Freeze`/`Thaw` (see `live::freeze`), and return on
+/// `Shutdown`, after the last command, or when envcraft goes away.
 fn serve(
     landlock: landlock::LandlockOutcome,
     plan: &Plan,
@@ -686,6 +689,11 @@ fn serve(
                     let _ = nix::sys::signal::killpg(*pid, signal);
                 }
             }
+            Ok(Some((Report::Freeze, _))) => {
+                let stopped = super::live::freeze::stop_namespace();
+                let _ = channel.send(&Report::Frozen { stopped }, &[]);
+            }
+            Ok(Some((Report::Thaw, _))) => super::live::freeze::continue_namespace(),
             Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
             Ok(Some(_)) => {} // nothing else is addressed to the init
         }

@@ -31,6 +31,9 @@ use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
 
+#[path = "freeze.rs"]
+pub(crate) mod freeze;
+
 /// Where a sandbox's workspace state can be read (paths valid in this process only).
 #[derive(Debug, Clone)]
 pub struct StatePaths {
@@ -243,21 +246,28 @@ impl Sandbox {
 
     /// A new sandbox like this one whose workspace starts from this one's current state (the
     /// N rollouts of one prompt). Costs a copy of the changes, not of the template.
+    ///
+    /// This sandbox's processes are frozen until the fork's init has copied the changes (see
+    /// [`freeze`]), so the fork starts from one state, not from a tree moving under the copy.
     pub fn fork(&mut self) -> Result<Sandbox, SandboxError> {
         self.wait_ready()?;
         let Some((source, _)) = self.changes_source() else {
             return Err(SandboxError::Lost);
         };
-        let seed = fs::File::open(&source)
-            .map(OwnedFd::from)
-            .map_err(os("open the workspace's changes"))?;
+        let seed = crate::workspace::tree::open_root(&source)
+            .map_err(|e| SandboxError::from(workspace::WorkspaceError::from(e)))?;
         let state_root = self
             .state
             .as_ref()
             .and_then(|s| s.path().parent())
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
-        Sandbox::start_seeded(&self.plan, &state_root, Some((seed, self.kind)), None)
+        let (plan, kind) = (self.plan.clone(), self.kind);
+        self.frozen(|_| {
+            let mut fork = Sandbox::start_seeded(&plan, &state_root, Some((seed, kind)), None)?;
+            fork.wait_ready()?;
+            Ok(fork)
+        })
     }
 
     /// Build the sandbox of `plan`; with `seed`, its workspace starts as that one's changes
@@ -416,11 +426,15 @@ impl Sandbox {
         }
         let copy = base.join("copy");
         match &seed {
-            // A fork starts from its parent's copy.
-            Some((fd, _)) => workspace::copy_tree(
-                Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
-                &copy,
-            )?,
+            // A fork starts from its parent's copy, which the agent made: on the host, so
+            // without setuid and setgid bits.
+            Some((fd, _)) => {
+                workspace::copy::copy_tree_to_host(
+                    Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                    &copy,
+                    plan.workspace_bytes,
+                )?;
+            }
             None => workspace::copy_tree(&view, &copy)?,
         }
         let (tmp, home) = (base.join("tmp"), base.join("home"));

@@ -293,13 +293,17 @@ pub fn execute(
         output: options.output,
     })?;
     let changes = if options.read_changes || options.keep_changes.is_some() {
-        sandbox.changes()?
+        // Read and kept with nothing of the sandbox running (see `Sandbox::frozen`).
+        sandbox.frozen(|sandbox| {
+            let changes = sandbox.changes()?;
+            if let Some(out) = &options.keep_changes {
+                sandbox.keep_changes(&changes, out)?;
+            }
+            Ok::<_, SandboxError>(changes)
+        })?
     } else {
         Changes::default()
     };
-    if let Some(out) = &options.keep_changes {
-        sandbox.keep_changes(&changes, out)?;
-    }
     let enforced = enforced(&sandbox);
     sandbox.close_before_exit();
     Ok(Outcome {

@@ -450,22 +450,27 @@ impl Session {
     /// The manifests of the workspace as it started and as it is now (the latter from the
     /// former and the changes: O(changed bytes) beyond the template's hash), and where the
     /// workspace can be read.
+    ///
+    /// The session's processes are frozen while its changes are read (see
+    /// [`Sandbox::frozen`]).
     fn manifests(&mut self) -> Result<(Manifest, Manifest, PathBuf), SessionError> {
-        let changes = self.sandbox.changes()?;
-        let paths = self.sandbox.state_paths()?;
         let cache = self
             .parts
             .sessions_root
             .parent()
             .map(|root| root.join("manifests"))
             .unwrap_or_else(|| std::env::temp_dir().join("envcraft-manifests"));
-        let lowers = self.sandbox.plan().lowers.clone();
-        let initial = crate::verify::cache::template_manifest(&lowers, &paths.view, &cache)?;
-        let final_ = match &paths.changes {
-            Some(source) => initial.apply_changes(source, &changes)?,
-            None => initial.clone(),
-        };
-        Ok((initial, final_, paths.workspace))
+        self.sandbox.frozen(|sandbox| {
+            let changes = sandbox.changes()?;
+            let paths = sandbox.state_paths()?;
+            let lowers = sandbox.plan().lowers.clone();
+            let initial = crate::verify::cache::template_manifest(&lowers, &paths.view, &cache)?;
+            let final_ = match &paths.changes {
+                Some(source) => initial.apply_changes(source, &changes)?,
+                None => initial.clone(),
+            };
+            Ok((initial, final_, paths.workspace))
+        })
     }
 
     /// The manifest of the workspace as it is now.
@@ -518,17 +523,20 @@ impl Session {
         // Only what the rules name and what changed matters: the template's entries for those
         // paths, and the changed ones from the upper layer. O(changed and checked bytes), no
         // walk of the template.
-        let changes = self.sandbox.changes()?;
-        let paths = self.sandbox.state_paths()?;
-        let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
-        relevant.extend(expected.absent.iter().cloned());
-        relevant.extend(changes.modified.iter().cloned());
-        relevant.extend(changes.deleted.iter().cloned());
-        let initial = Manifest::of_paths(&paths.view, &relevant)?;
-        let final_ = match &paths.changes {
-            Some(source) => initial.apply_changes(source, &changes)?,
-            None => initial.clone(),
-        };
+        let (initial, final_, paths) = self.sandbox.frozen(|sandbox| {
+            let changes = sandbox.changes()?;
+            let paths = sandbox.state_paths()?;
+            let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
+            relevant.extend(expected.absent.iter().cloned());
+            relevant.extend(changes.modified.iter().cloned());
+            relevant.extend(changes.deleted.iter().cloned());
+            let initial = Manifest::of_paths(&paths.view, &relevant)?;
+            let final_ = match &paths.changes {
+                Some(source) => initial.apply_changes(source, &changes)?,
+                None => initial.clone(),
+            };
+            Ok::<_, SessionError>((initial, final_, paths))
+        })?;
         Ok(crate::verify::verify(
             &expected,
             &initial,
@@ -561,8 +569,17 @@ impl Session {
         match paths.changes {
             Some(source) => {
                 let changes = stage.path().join("changes");
-                crate::workspace::copy::copy_layer(&source, &changes)
-                    .map_err(SandboxError::from)?;
+                // On the host: no setuid or setgid bit survives the copy; the session's
+                // processes are frozen while it is made.
+                self.sandbox.frozen(|_| {
+                    crate::workspace::copy::copy_layer(
+                        &source,
+                        &changes,
+                        crate::workspace::tree::Setid::Drop,
+                        plan.workspace_bytes,
+                    )
+                    .map_err(SandboxError::from)
+                })?;
                 layers.push(changes);
                 if self.sandbox.workspace_kind() == sandbox::plan::WorkspaceKind::Overlay {
                     layers.extend(plan.lowers.iter().cloned());
@@ -601,8 +618,11 @@ impl Session {
 
     /// Copy the changed files out (see `--keep`).
     pub fn keep_changes(&mut self, out: &Path) -> Result<(), SessionError> {
-        let changes = self.sandbox.changes()?;
-        self.sandbox.keep_changes(&changes, out)?;
+        // Frozen, so that what is kept is the state the change list describes.
+        self.sandbox.frozen(|sandbox| {
+            let changes = sandbox.changes()?;
+            sandbox.keep_changes(&changes, out)
+        })?;
         let transcript = self.dir.path.join("transcript.jsonl");
         let _ = std::fs::copy(transcript, out.join("transcript.jsonl"));
         Ok(())

@@ -83,7 +83,8 @@ impl std::fmt::Display for EntryKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
-    /// Relative to the root, `/`-separated (names that are not UTF-8 are shown lossily).
+    /// Relative to the root, `/`-separated; names that are not UTF-8 are written as
+    /// [`crate::workspace::name`] says (injectively: `\xNN` per invalid byte).
     pub path: String,
     pub kind: EntryKind,
     /// Permission bits (`st_mode & 0o7777`); JSON: four octal digits, `"0644"`.
@@ -215,7 +216,8 @@ impl Manifest {
         sorted.sort();
         sorted.dedup();
         for path in sorted {
-            let raw = path.as_bytes();
+            let decoded = crate::workspace::name::decode(path);
+            let raw: &[u8] = &decoded;
             let (parent, name) = match raw.iter().rposition(|b| *b == b'/') {
                 Some(i) => (&raw[..i], &raw[i + 1..]),
                 None => (&b""[..], raw),
@@ -333,7 +335,9 @@ impl Manifest {
         let mut walk = Walk::new(upper);
         let mut incomplete: Vec<String> = self.incomplete.clone();
         for path in changed {
-            let raw = path.as_bytes();
+            // The change list writes names that are not UTF-8 escaped: open the real bytes.
+            let decoded = crate::workspace::name::decode(path);
+            let raw: &[u8] = &decoded;
             let (parent, name) = match raw.iter().rposition(|b| *b == b'/') {
                 Some(i) => (&raw[..i], &raw[i + 1..]),
                 None => (&b""[..], raw),
@@ -436,9 +440,11 @@ fn open_dir<P: ?Sized + nix::NixPath>(parent: impl AsFd, name: &P) -> nix::Resul
 pub(crate) fn open_beneath(root: &OwnedFd, rel: &[u8], flags: OFlag) -> nix::Result<OwnedFd> {
     let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     if rel.len() < OPENAT2_MAX_PATH {
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let how = OpenHow::new().flags(flags).resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
         match openat2(root, OsStr::from_bytes(rel), how) {
             // Older kernels, seccomp filters that refuse it, or a path over PATH_MAX.
             Err(Errno::ENOSYS | Errno::EPERM | Errno::E2BIG | Errno::ENAMETOOLONG) => {}
@@ -495,13 +501,10 @@ struct Walk<'a> {
     incomplete: Vec<String>,
 }
 
+/// `prefix/name`, the name written as the change list writes it (see
+/// [`crate::workspace::name`]), so that a manifest's paths and a change list's agree.
 fn join_rel(prefix: &str, name: &CStr) -> String {
-    let name = String::from_utf8_lossy(name.to_bytes());
-    if prefix.is_empty() {
-        name.into_owned()
-    } else {
-        format!("{prefix}/{name}")
-    }
+    crate::workspace::name::join(prefix, name.to_bytes())
 }
 
 fn join_raw(prefix: &[u8], name: &CStr) -> Vec<u8> {
@@ -1406,5 +1409,34 @@ mod tests {
             let full = Manifest::of_dir(&final_).unwrap();
             assert_eq!(incremental, full, "seed {seed}, changes {changes:?}");
         }
+    }
+
+    /// Names that are not UTF-8, two of them differing only in an invalid byte: both listed,
+    /// both hashed, and the incremental manifest equals a full one (it errored before).
+    #[test]
+    fn names_that_are_not_utf8_are_listed_apart_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (initial, final_) = (dir.path().join("initial"), dir.path().join("final"));
+        write(&initial, "keep.txt", "same");
+        crate::verify::tests::copy_all(&initial, &final_);
+        let name = |b: &[u8]| final_.join(OsStr::from_bytes(b));
+        fs::write(name(b"bad\xfe"), "one").unwrap();
+        fs::write(name(b"bad\xff"), "two").unwrap();
+        fs::create_dir(name(b"d\x80")).unwrap();
+        fs::write(name(b"d\x80/in\\x41"), "three").unwrap();
+        let changes = crate::workspace::changes_between(&initial, &final_).unwrap();
+        assert_eq!(
+            changes.added,
+            vec!["bad\\xfe", "bad\\xff", "d\\x80", "d\\x80/in\\\\x41"]
+        );
+        let incremental = Manifest::of_dir(&initial)
+            .unwrap()
+            .apply_changes(&final_, &changes)
+            .unwrap();
+        assert_eq!(incremental, Manifest::of_dir(&final_).unwrap());
+        assert_eq!(
+            incremental.get("bad\\xff").unwrap().sha256.as_deref(),
+            Some(sha256_hex(b"two").as_str())
+        );
     }
 }

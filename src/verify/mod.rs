@@ -385,7 +385,7 @@ fn unchanged_check(
 fn text_head(root: &std::os::fd::OwnedFd, path: &str) -> Option<String> {
     let fd = manifest::open_beneath(
         root,
-        path.as_bytes(),
+        &crate::workspace::name::decode(path),
         OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
     )
     .ok()?;

@@ -7,12 +7,17 @@
 //! of the same name (what is below it in the template but not in the upper layer was deleted).
 //! Only the template paths the upper layer names are looked at, never the whole template.
 //!
-//! - [`diff`]: the change list (fd-relative, iterative, bounded depth);
-//! - [`copy`]: copies of trees and of changed files (sparse-aware, never setuid).
+//! - [`tree`]: the one way to read and copy a tree the agent controls (descriptor-relative,
+//!   no link followed, never blocking, bounded);
+//! - [`diff`]: the change list (over [`tree`]'s opens, iterative, bounded);
+//! - [`copy`]: copies of trees and of changed files (sparse-aware, never setuid on the host);
+//! - [`name`]: how names that are not UTF-8 are written in change lists and manifests.
 
 pub mod copy;
 pub mod diff;
+pub mod name;
 pub mod state_root;
+pub mod tree;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -20,8 +25,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use copy::{copy_tree, keep_changes};
+pub use tree::TreeError;
 
-/// Paths (relative to the workspace root, `/`-separated, sorted) that a run changed.
+/// Paths (relative to the workspace root, `/`-separated, sorted) that a run changed. Names
+/// that are not UTF-8 are written as [`name`] says (injectively: `\xNN` per invalid byte).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Changes {
     pub added: Vec<String>,
@@ -70,6 +77,8 @@ pub enum WorkspaceError {
     },
     #[error("--keep-changes target {0} exists and is not an empty directory")]
     KeepTargetNotEmpty(PathBuf),
+    #[error(transparent)]
+    Tree(#[from] TreeError),
 }
 
 /// The changes recorded in an overlay upper layer over the template `lower`.
