@@ -34,7 +34,19 @@
 //! - [`error`]: a leaf: an error and its causes as one line (`chain`, and `Chain` for logs).
 //!   The CLI's aggregate error and exit codes are `cli::error`'s.
 //!
-//! Dependencies point downward: `cli` → `sandbox` → `workspace` → `sys`; `spec` is used by all.
+//! Dependencies point downward, floor by floor (a module imports only from floors below its
+//! own; no cycle):
+//!
+//! ```text
+//! cli
+//! server
+//! audit, import          (import: spec and sys only)
+//! session
+//! tools, verify
+//! sandbox
+//! workspace
+//! spec, sys, json, clock_shim, error   (leaves: nothing of the crate)
+//! ```
 
 pub mod audit;
 pub mod cli;

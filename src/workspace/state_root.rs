@@ -3,7 +3,9 @@
 //! Promises: the default is a directory of our own, never a shared place itself
 //! (`$XDG_RUNTIME_DIR/envcraft`, which is private to the user, else `/dev/shm/envcraft-UID`,
 //! else `TMPDIR/envcraft-UID`); every directory of state ([`prepare`]: the root, `sessions/`,
-//! `manifests/`) is made by our own `mkdir` with mode 0700, and one that already exists is
+//! `manifests/`) is made by our own `mkdir` with mode 0711 (only we can list or write it; the
+//! execute bit lets a sandbox whose root is an unprivileged host uid reach its own run
+//! directory, whose random name it is given), and one that already exists is
 //! accepted only when it is a real directory (not a link), owned by the invoking uid and
 //! writable by no group or other user. Anything else is refused, naming the directory, its
 //! owner and mode and what is expected: someone else's directory could feed us poisoned
@@ -92,7 +94,7 @@ fn choose(
     shm.unwrap_or(temp).join(format!("envcraft-{uid}"))
 }
 
-/// Make `dir` (mode 0700, its missing parents as `mkdir -p` would) or, when it exists, check
+/// Make `dir` (mode 0711, its missing parents as `mkdir -p` would) or, when it exists, check
 /// that it is ours: a directory (not a link) owned by the invoking uid that no group or
 /// other user can write.
 pub fn prepare(dir: &Path) -> Result<(), StateRootError> {
@@ -100,7 +102,7 @@ pub fn prepare(dir: &Path) -> Result<(), StateRootError> {
         path: dir.to_path_buf(),
         source,
     };
-    let mkdir = || std::fs::DirBuilder::new().mode(0o700).create(dir);
+    let mkdir = || std::fs::DirBuilder::new().mode(0o711).create(dir);
     match mkdir() {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -151,6 +153,18 @@ pub fn check_ours(dir: &Path) -> Result<(), StateRootError> {
             uid,
         });
     }
+    if meta.mode() & 0o011 != 0o011 {
+        // Ours, but made private by an earlier envcraft (0700): open the way to the run
+        // directories for a sandbox's unprivileged uid, nothing more.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = (meta.mode() & 0o7777) | 0o011;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+            StateRootError::Create {
+                path: dir.to_path_buf(),
+                source,
+            }
+        })?;
+    }
     Ok(())
 }
 
@@ -186,7 +200,7 @@ mod tests {
         let root = dir.path().join("a/b/state");
         prepare(&root).unwrap();
         let mode = root.metadata().unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
+        assert_eq!(mode, 0o711);
         // Ours already: accepted again.
         prepare(&root).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
