@@ -515,7 +515,7 @@ fn a_directory_swapped_with_a_link_during_the_change_list_never_fails_the_run() 
 }
 
 /// Names that are not UTF-8, two of them differing only in an invalid byte, and a literal
-/// `\x41` in a name: the change list keeps them apart (as the README's encoding says),
+/// `\x41` in a name: the change list keeps them apart (as docs/cli.md's encoding says),
 /// `--keep-changes` keeps every one, and the manifest verifier gives a reward.
 #[test]
 fn names_that_are_not_utf8_are_listed_kept_and_scored() {
