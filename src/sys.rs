@@ -1,7 +1,10 @@
 //! One-syscall wrappers for what `nix`, `landlock` and `seccompiler` do not cover.
 //!
-//! This is the only module of the crate with `unsafe`. Each function makes one system call (or
-//! one tight group of them) and returns `io::Result`; each `unsafe` block says why it is sound.
+//! Nearly all of the crate's `unsafe` is here; the rest is where it cannot be a wrapper: the raw
+//! children of `sandbox::spawn` and `sandbox::netns` (code that runs between `clone` and
+//! `execve` on a stack of its own), one `setrlimit` in `sandbox::child`, and the binary's C entry
+//! point in `main.rs`. Each function makes one system call (or one tight group of them) and
+//! returns `io::Result`; each `unsafe` block says why it is sound.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::CStr;
@@ -519,4 +522,20 @@ pub fn fsetxattr(fd: RawFd, name: &CStr, value: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The length of the next message queued on the socket `fd`, without taking it (0 at the end of
+/// the stream): `recv` of zero bytes with `MSG_PEEK | MSG_TRUNC`.
+pub fn peek_message_len(fd: RawFd) -> io::Result<usize> {
+    // SAFETY: a zero-length read into no buffer; MSG_PEEK leaves the message queued, and
+    // MSG_TRUNC makes the call return its real length. fd is borrowed.
+    let len = unsafe {
+        libc::recv(
+            fd,
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_PEEK | libc::MSG_TRUNC,
+        )
+    };
+    usize::try_from(len).map_err(|_| io::Error::last_os_error())
 }

@@ -203,17 +203,7 @@ impl Channel {
 
     /// The length of the next message, without taking it (0 at end of stream).
     fn next_message_len(&self) -> std::io::Result<usize> {
-        // SAFETY: a zero-length read into no buffer; MSG_PEEK leaves the message queued, and
-        // MSG_TRUNC makes the call return its real length.
-        let len = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_PEEK | libc::MSG_TRUNC,
-            )
-        };
-        usize::try_from(len).map_err(|_| std::io::Error::last_os_error())
+        crate::sys::peek_message_len(self.fd.as_raw_fd())
     }
 }
 
