@@ -50,6 +50,10 @@ struct Launched {
     direct: Option<(Pid, OwnedFd)>,
 }
 
+/// Background commands a sandbox keeps, running or ended with their output (see
+/// [`Sandbox::spawn`]).
+pub const MAX_BACKGROUND: usize = 64;
+
 /// A command running (or ended) in the background.
 #[derive(Debug)]
 pub struct Background {
@@ -758,7 +762,23 @@ impl Sandbox {
     /// Start a command in the background; its id. Its output is collected as it comes (see
     /// [`Sandbox::background`]); it is killed at the sandbox's end or by
     /// [`Sandbox::kill_background`].
+    ///
+    /// At most [`MAX_BACKGROUND`] are kept: past that, the oldest that ended is forgotten (its
+    /// output with it), and when none has ended the new one is refused, so that an agent cannot
+    /// make the host keep the output of thousands of them.
     pub fn spawn(&mut self, request: &ExecRequest) -> Result<u64, SandboxError> {
+        if self.background.len() >= MAX_BACKGROUND {
+            self.background()?;
+            if !self.background.iter().any(|b| b.ended) {
+                self.await_an_end()?;
+            }
+            match self.background.iter().position(|b| b.ended) {
+                Some(oldest) => {
+                    self.background.remove(oldest);
+                }
+                None => return Err(SandboxError::TooManyBackground(MAX_BACKGROUND)),
+            }
+        }
         let l = self.launch(request, false)?;
         for fd in [&l.out, &l.err] {
             nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
@@ -779,6 +799,21 @@ impl Sandbox {
             ended: false,
         });
         Ok(l.id)
+    }
+
+    /// Wait (at most 1 s) for one of the background commands to be reported ended: one that
+    /// just exited, or was just killed, has its report on the way.
+    fn await_an_end(&mut self) -> Result<(), SandboxError> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            let channel = self.channel();
+            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(10u8));
+            if self.background()?.iter().any(|b| b.ended) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The background commands, with everything they printed and how they ended so far.

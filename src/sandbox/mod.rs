@@ -76,6 +76,8 @@ pub enum SandboxError {
     Lost,
     #[error("a command's input is {0} bytes; at most 65536 can be given")]
     StdinTooLarge(usize),
+    #[error("{0} background commands are running: kill one before starting another")]
+    TooManyBackground(usize),
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     #[error(transparent)]

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use super::registry::{Context, Run, Tool, ToolSchema};
 use super::result::{ToolError, ToolResult};
 use super::skill::OfferedSkill;
-use crate::sandbox::{ExecRequest, OutputMode, Sandbox, StdinSource};
+use crate::sandbox::{ExecRequest, OutputMode, Sandbox, SandboxError, StdinSource};
 
 /// `exec` in the registry.
 pub(crate) const TOOL: Tool = Tool {
@@ -115,6 +115,11 @@ pub fn call(
     if obj.get("background").and_then(Value::as_bool) == Some(true) {
         return match sandbox.spawn(&request) {
             Ok(id) => ToolResult::ok(json!({"id": id, "background": true})),
+            Err(SandboxError::TooManyBackground(n)) => ToolError::invalid_transition(
+                &format!("running {n} background commands"),
+                "the session keeps at most that many: end one with process {\"action\": \"kill\", \"id\": ...} first",
+            )
+            .into(),
             Err(e) => {
                 tracing::error!(error = %crate::error::chain(&e), "spawn failed in the sandbox");
                 ToolError::internal("the command could not be started in the sandbox").into()
