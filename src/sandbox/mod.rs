@@ -18,6 +18,7 @@ pub mod channel;
 pub mod child;
 pub mod landlock;
 pub mod live;
+mod mounts;
 pub mod netns;
 pub mod plan;
 pub mod probe;
