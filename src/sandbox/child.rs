@@ -32,14 +32,13 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, chdir, pivot_root};
+use nix::unistd::{chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
@@ -48,6 +47,7 @@ use super::mounts::{apply_mount, below, bind, lowerdir};
 use super::netns;
 use super::plan::{MountStep, Plan, RlimitKind, WorkspaceKind};
 use super::seccomp::Program;
+use super::serve::{serve, stop};
 use super::spawn;
 use crate::spec::policy::Protection;
 use crate::sys;
@@ -397,27 +397,6 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     Ok(0)
 }
 
-/// The init's last step: kill and reap every other process in the PID namespace, move back to
-/// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
-/// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of
-/// the namespaces (an RCU grace period for the mounts) takes milliseconds.
-fn stop(home: Vec<OwnedFd>, channel: &Channel) {
-    use nix::errno::Errno;
-    use nix::sys::signal::{Signal, kill};
-    // As the PID namespace's init, kill(-1) reaches every other process in it; repeated until
-    // none is left to reap, in case one was being forked as the first signal went out.
-    let reaped = loop {
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-        match waitpid(None, Some(WaitPidFlag::__WALL)) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(Errno::ECHILD) => break true,
-            Err(_) => break false,
-        }
-    };
-    let left_cgroup = reaped && !home.is_empty() && super::cgroup::join_self(home).is_ok();
-    let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
-}
-
 /// no_new_privs, every capability dropped, then the seccomp program. Scope: the process that
 /// runs the commands or forks them (the init, or a command without namespaces), once its last
 /// privileged step is done.
@@ -457,7 +436,7 @@ fn restrict_landlock(
 }
 
 /// The (resource, soft, hard) limits every command gets.
-fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+pub(super) fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     plan.rlimits
         .iter()
         .map(|limit| {
@@ -472,82 +451,6 @@ fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
             (resource, limit.soft, limit.hard)
         })
         .collect()
-}
-
-/// What the init starts its commands with (see [`super::spawn`]).
-struct Starter<'a> {
-    spawner: spawn::Spawner,
-    plan: &'a Plan,
-    landlock: landlock::LandlockOutcome,
-    rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
-}
-
-impl<'a> Starter<'a> {
-    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> io::Result<Starter<'a>> {
-        Ok(Starter {
-            spawner: spawn::Spawner::new()?,
-            plan,
-            landlock,
-            rlimits: command_rlimits(plan),
-        })
-    }
-
-    /// Start command `id`: its pid once it runs, and the report that says so
-    /// (`CommandReady`, or why it did not get to run; it has exited then and is reaped as any
-    /// command). No process at all: the report of why.
-    fn start(
-        &mut self,
-        id: u64,
-        argv: &[String],
-        env: &[(String, String)],
-        stdio: [i32; 3],
-    ) -> Result<(Pid, Report), Report> {
-        let plan = self.plan;
-        let rlimits = &self.rlimits;
-        let landlock = self.landlock;
-        let spawner = &mut self.spawner;
-        let setup_failed = |step: &str, errno: i32, detail: String| Report::SetupFailed {
-            id: Some(id),
-            step: step.into(),
-            errno,
-            detail,
-        };
-        let Some(name) = argv.first() else {
-            return Err(setup_failed("prepare argv", 0, "no command given".into()));
-        };
-        let program = resolve(name, &plan.search_path);
-        let nul =
-            |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
-        let image = spawn::Image::new(program, argv, env).map_err(nul)?;
-        let command = spawn::Prepared::new(image, &plan.workspace, stdio, rlimits).map_err(nul)?;
-        let (pid, failure) = spawner.spawn(&command).map_err(|e| {
-            setup_failed(
-                "fork the command",
-                e.raw_os_error().unwrap_or(0),
-                e.to_string(),
-            )
-        })?;
-        let report = match failure {
-            None => Report::CommandReady {
-                id,
-                landlock,
-                capabilities_dropped: true,
-                seccomp: true,
-                no_new_privs: true,
-            },
-            Some(f) if f.is_exec() => Report::ExecFailed {
-                id,
-                errno: f.errno,
-                exit_code: f.exit_code,
-            },
-            Some(f) => setup_failed(
-                f.step,
-                f.errno,
-                io::Error::from_raw_os_error(f.errno).to_string(),
-            ),
-        };
-        Ok((Pid::from_raw(pid), report))
-    }
 }
 
 /// Clear the bounding set, lock the securebits so uid 0 gains nothing at exec, then clear
@@ -572,126 +475,6 @@ fn drop_capabilities() -> Result<(), StepError> {
         caps::clear(None, set).map_err(|e| fail("drop capabilities", e.to_string()))?;
     }
     Ok(())
-}
-
-/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, and
-/// return on `Shutdown`, after the last command, or when envcraft goes away.
-fn serve(
-    landlock: landlock::LandlockOutcome,
-    plan: &Plan,
-    channel: &Channel,
-) -> Result<(), StepError> {
-    let mut starter = Starter::new(plan, landlock).step("map the commands' stack")?;
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    // Commands running: (id, pid, pidfd).
-    let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
-    // The command whose end ends the sandbox (`Exec { last: true }`).
-    let mut last: Option<u64> = None;
-    loop {
-        let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-        fds.extend(
-            running
-                .iter()
-                .map(|(_, _, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-        );
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e).step("wait for requests"),
-        }
-        let ready: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
-        drop(fds);
-        // Ended commands first: their reports precede anything a new request causes.
-        let mut still = Vec::with_capacity(running.len());
-        for ((id, pid, fd), done) in running.into_iter().zip(ready.iter().skip(1)) {
-            if !*done {
-                still.push((id, pid, fd));
-                continue;
-            }
-            let report = match waitpid(pid, Some(WaitPidFlag::__WALL)) {
-                Ok(WaitStatus::Exited(_, code)) => Report::Exited { id, code },
-                Ok(WaitStatus::Signaled(_, signal, _)) => Report::Signaled {
-                    id,
-                    signal: signal as i32,
-                },
-                _ => {
-                    still.push((id, pid, fd));
-                    continue;
-                }
-            };
-            // What the command left in its process group ends with it.
-            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = channel.send(&report, &[]);
-            if last == Some(id) {
-                return Ok(());
-            }
-        }
-        running = still;
-        // Orphans reparented to us.
-        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
-            if status == WaitStatus::StillAlive {
-                break;
-            }
-        }
-        if !ready[0] {
-            continue;
-        }
-        match channel.recv() {
-            Ok(Some((
-                Report::Exec {
-                    id,
-                    argv,
-                    env,
-                    last: is_last,
-                },
-                stdio,
-            ))) if stdio.len() == 3 => {
-                if is_last {
-                    last = Some(id);
-                }
-                let fds = [
-                    stdio[0].as_raw_fd(),
-                    stdio[1].as_raw_fd(),
-                    stdio[2].as_raw_fd(),
-                ];
-                let started = starter.start(id, &argv, &env, fds);
-                drop(stdio);
-                let (pid, report) = match started {
-                    Ok((pid, report)) => (Some(pid), report),
-                    Err(report) => (None, report),
-                };
-                let _ = channel.send(&report, &[]);
-                if let Some(pid) = pid {
-                    match sys::pidfd_open(pid.as_raw()) {
-                        Ok(fd) => running.push((id, pid, fd)),
-                        Err(e) => {
-                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-                            let _ = channel.send(
-                                &Report::SetupFailed {
-                                    id: Some(id),
-                                    step: "watch the command".into(),
-                                    errno: e.raw_os_error().unwrap_or(0),
-                                    detail: e.to_string(),
-                                },
-                                &[],
-                            );
-                        }
-                    }
-                }
-            }
-            Ok(Some((Report::Signal { id, signal }, _))) => {
-                if let Some((_, pid, _)) = running.iter().find(|(i, _, _)| *i == id)
-                    && let Ok(signal) = nix::sys::signal::Signal::try_from(signal)
-                {
-                    let _ = nix::sys::signal::killpg(*pid, signal);
-                }
-            }
-            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
-            Ok(Some(_)) => {} // nothing else is addressed to the init
-        }
-    }
 }
 
 /// Mount the workspace: the template bound read-only when the policy wants no writes; else an
@@ -896,7 +679,7 @@ fn set_stdio(stdio: Stdio<'_>) -> std::io::Result<()> {
 }
 
 /// Find the program as `execvp` would, in the sandbox's PATH.
-fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
+pub(super) fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
     if name.contains('/') {
         return CString::new(name.as_bytes()).ok();
     }

@@ -23,6 +23,7 @@ pub mod netns;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
+mod serve;
 pub mod spawn;
 pub mod stale;
 
