@@ -9,8 +9,8 @@
 //! |---|-----|------|----------|
 //! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Start` (the plan and the state directory), set the hostname, compile the seccomp program, become uid/gid 0 of the namespace, drop supplementary groups | the init is cloned before envcraft plans the run ([`super::live::Prestart`]), so that the namespaces, the network one above all, are made while it plans; the parent writes the uid/gid maps before `Start`: only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's. The helper is started on the guess that the plan wants a network namespace (the policy's network mode says so); a wrong guess is put right once the plan is here |
 //! | 2 | init | make `/` private (recursive), before `Start` in step 1 | no mount made below may propagate to the host; it needs neither the plan nor a uid/gid map, so it overlaps the parent's planning |
-//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
-//! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
+//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), the files that name the machine with the policy's values (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
+//! | 4 | init | bind each template layer read-only at `lowerN` (or attach the idmapped tree envcraft made of it, see [`super::idmap`]); their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against; an idmapped layer shows its root-owned files as the sandbox's root's while the sandbox's root is no host root |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
 //! | 7 | init | hostname (set in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the helper needs neither the plan nor a uid/gid map: it overlaps the parent's planning and steps 1-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
@@ -32,7 +32,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -43,9 +43,9 @@ use nix::unistd::{chdir, pivot_root};
 use super::channel::{Channel, Report};
 use super::landlock;
 pub use super::mounts::COMPAT_BIN;
-use super::mounts::{apply_mount, below, bind, lowerdir};
+use super::mounts::{apply_mount, attach_dir_at, below, bind, lowerdir};
 use super::netns;
-use super::plan::{MountStep, Plan, RlimitKind, WorkspaceKind};
+use super::plan::{MountStep, Plan, RlimitKind, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
 use super::serve::{serve, stop};
 use super::spawn;
@@ -112,6 +112,12 @@ impl StateDirs {
     /// The empty directory (mode 000) bound over masked directories.
     pub fn mask_dir(&self) -> PathBuf {
         self.base.join("masked")
+    }
+    /// Where the file generated for sandbox path `path` is written (see
+    /// [`MountStep::Generated`]): named after the path, `/` spelled `!`.
+    pub fn generated(&self, path: &Path) -> PathBuf {
+        let name = path.to_string_lossy().replace('/', "!");
+        self.base.join(format!("generated{name}"))
     }
 }
 
@@ -201,7 +207,21 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
     let seccomp = &Program::compile(&plan.seccomp)
         .map_err(|e| fail("compile the seccomp program", crate::error::chain(&e)))?;
-    let seed = fds.into_iter().next();
+    let mut fds = fds.into_iter();
+    let seed = seed_kind.and_then(|_| fds.next());
+    // The idmapped trees envcraft made for us (see `idmap`): the layers, then the binds.
+    let trees: Vec<OwnedFd> = fds.collect();
+    let expected = match plan.uid_mapping {
+        UidMapping::Idmapped => super::idmap::sources(plan).len(),
+        _ => 0,
+    };
+    if trees.len() != expected {
+        return Err(fail(
+            "receive the idmapped trees",
+            format!("{} came, {expected} expected", trees.len()),
+        ));
+    }
+    let mut trees = trees.into_iter();
     crate::sys::become_namespace_root(plan.invoker_is_root)
         .step("become uid and gid 0 of the namespace")?;
 
@@ -240,6 +260,12 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         .mode(0o000)
         .create(dirs.mask_dir())
         .step("create the mask directory")?;
+    for step in &plan.mounts {
+        if let MountStep::Generated { path, content } = step {
+            write_read_only(&dirs.generated(path), content.as_bytes())
+                .step(&format!("write the sandbox's {}", path.display()))?;
+        }
+    }
     // Nothing more is made in the scratch tmpfs itself (the layer is a mount of its own): it
     // becomes read-only, so that a bind of the masks (or of anything else in it) is read-only,
     // nosuid, nodev and noexec from the start: a bind mount takes the flags of the mount it
@@ -274,7 +300,12 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     // 4. The template's layers, read-only, as the lower layers, and their union (the view the
     // changes are measured against).
     for (i, layer) in plan.lowers.iter().enumerate() {
-        bind(layer, &dirs.lower(i), true).step("bind the template read-only")?;
+        match trees.next() {
+            // Made read-only, nosuid and nodev by envcraft, with the sandbox's root as owner.
+            Some(tree) => sys::attach_tree(tree.as_fd(), &dirs.lower(i))
+                .step("attach the idmapped template")?,
+            None => bind(layer, &dirs.lower(i), true).step("bind the template read-only")?,
+        }
     }
     if plan.lowers.len() == 1 {
         // A bind of the read-only lower0 is read-only as it is (it takes lower0's flags).
@@ -305,10 +336,17 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     .step("mount the root tmpfs")?;
     let mut kind = WorkspaceKind::Overlay;
     for step in &plan.mounts {
-        if let MountStep::Workspace { path, writable } = step {
-            kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
-        } else {
-            apply_mount(step, &root, dirs, &plan.workspace)?;
+        match step {
+            MountStep::Workspace { path, writable } => {
+                kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
+            }
+            MountStep::BindDirAt { target, .. } if expected > 0 => {
+                let tree = trees
+                    .next()
+                    .ok_or_else(|| fail("attach a bound directory", "no tree came".into()))?;
+                attach_dir_at(tree.as_fd(), &below(&root, target))?;
+            }
+            _ => apply_mount(step, &root, dirs, &plan.workspace)?,
         }
     }
 
@@ -475,6 +513,18 @@ fn drop_capabilities() -> Result<(), StepError> {
         caps::clear(None, set).map_err(|e| fail("drop capabilities", e.to_string()))?;
     }
     Ok(())
+}
+
+/// Write a new file of mode 0444.
+fn write_read_only(path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)?;
+    file.write_all(content)
 }
 
 /// Mount the workspace: the template bound read-only when the policy wants no writes; else an

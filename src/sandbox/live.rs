@@ -25,7 +25,7 @@ use super::cgroup::{self, RunCgroup};
 use super::channel::{Channel, Report};
 use super::child::{self, CommandSpec, StateDirs, Stdio};
 use super::landlock::LandlockOutcome;
-use super::plan::{Plan, WorkspaceKind};
+use super::plan::{Plan, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
 use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
@@ -328,9 +328,18 @@ impl Sandbox {
             seed: seed.as_ref().map(|(_, kind)| *kind),
         };
         let started = write_id_maps(init, plan.uid, plan.gid, plan.invoker_is_root)
-            .and_then(|()| {
+            .and_then(|()| match plan.uid_mapping {
+                UidMapping::Idmapped => super::idmap::trees_for(init, plan),
+                _ => Ok(Vec::new()),
+            })
+            .and_then(|trees| {
+                let fds: Vec<i32> = seed_fds
+                    .iter()
+                    .copied()
+                    .chain(trees.iter().map(|t| t.as_raw_fd()))
+                    .collect();
                 parent_end
-                    .send(&start, &seed_fds)
+                    .send(&start, &fds)
                     .map_err(os("start the sandbox"))
             })
             .and_then(|()| sys::pidfd_open(init.as_raw()).map_err(os("open a pidfd")));
@@ -1330,7 +1339,12 @@ mod tests {
             };
             let facts = HostFacts::read();
             let owner = nix::unistd::geteuid().as_raw();
-            let plan = Plan::build(&policy, &request, &facts.as_plan_host((owner, owner))).unwrap();
+            let plan = Plan::build(
+                &policy,
+                &request,
+                &facts.as_plan_host((owner, owner), false),
+            )
+            .unwrap();
             assert_eq!(plan.network_namespace, mode == NetworkMode::None);
             let prestart = Prestart::clone(guess).unwrap();
             let mut sandbox =

@@ -71,6 +71,15 @@ pub(super) fn bind(source: &Path, target: &Path, read_only: bool) -> nix::Result
     Ok(())
 }
 
+/// Attach at `target` (made as a directory) a detached tree envcraft made (read-only already).
+pub(super) fn attach_dir_at(
+    tree: std::os::fd::BorrowedFd<'_>,
+    target: &Path,
+) -> Result<(), StepError> {
+    fs::create_dir_all(target).step(&format!("create {}", target.display()))?;
+    crate::sys::attach_tree(tree, target).step(&format!("attach the idmapped {}", target.display()))
+}
+
 pub(super) fn make_mountpoint(target: &Path, dir: bool) -> io::Result<()> {
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent)?;
@@ -128,6 +137,11 @@ pub(super) fn apply_mount(
                 dirs.mask_file()
             };
             bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
+        }
+        MountStep::Generated { path, .. } => {
+            // Written in step 3, bound from the read-only scratch tmpfs like the masks.
+            bind(&dirs.generated(path), &below(root, path), false)
+                .step(&format!("show the policy's {}", path.display()))
         }
         MountStep::Tmpfs { path, bytes, mode } => {
             let target = below(root, path);
