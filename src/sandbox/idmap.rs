@@ -63,6 +63,15 @@ fn tree(
     Ok(tree)
 }
 
+/// Whether this process is host root: uid 0 of the initial user namespace (whose uid map is the
+/// identity over every id), the only one that may idmap a host filesystem. Root of a user
+/// namespace (envcraft run inside another sandbox) is not.
+pub fn host_root(euid: u32) -> bool {
+    euid == 0
+        && fs::read_to_string("/proc/self/uid_map")
+            .is_ok_and(|map| map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
+}
+
 /// Whether a sandbox whose root is not host root can reach a state directory under
 /// `state_root`: every directory on the way must let others search it (the init makes its
 /// mounts there by path, as the sandbox's root).

@@ -274,7 +274,7 @@ pub fn start(
     };
     let owner = template_owner(&request.layers)?;
     let host = probe::HostFacts::read();
-    let idmap = host.uid == 0 && idmap::reachable(state_root);
+    let idmap = idmap::host_root(host.uid) && idmap::reachable(state_root);
     let plan = Plan::build(policy, request, &host.as_plan_host(owner, idmap))?;
     match Sandbox::start_prestarted(&plan, state_root, prestart) {
         Err(SandboxError::IdmapRefused { path, source }) => {

@@ -160,6 +160,9 @@ pub struct LandlockPlan {
     pub tcp_connect: Vec<u16>,
     /// Deny abstract Unix sockets and signals that cross the sandbox boundary.
     pub scope: bool,
+    /// Grant each command read access to its own `/proc/PID` (runs in the host's PID
+    /// namespace, where `/proc` as a whole would show every host process).
+    pub own_proc: bool,
 }
 
 /// What the seccomp filter must deny beyond its fixed list (see `seccomp.rs`).
@@ -630,12 +633,41 @@ fn host_landlock(policy: &Policy, host: &Host<'_>) -> LandlockPlan {
             read_exec.extend(grant_except(path, &fs.hidden, host));
         }
     }
-    read_exec.push(PathBuf::from("/proc"));
+    read_exec.extend(host_proc_grants(host));
     LandlockPlan {
         read_exec,
         devices: DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect(),
+        own_proc: true,
         ..LandlockPlan::default()
     }
+}
+
+/// What of the host's `/proc` a run in the host's PID namespace may read: the entries that
+/// describe the machine (cpuinfo, meminfo, stat, sys, ...), not the host's processes (no
+/// numeric directory; `self`, `mounts`, `net` are links into one), nothing only the invoker's
+/// ids may read (root's `slabinfo`, `kcore`), nor the reader-dependent `keys` of root. Each
+/// command adds its own process directory ([`LandlockPlan::own_proc`]).
+fn host_proc_grants(host: &Host<'_>) -> Vec<PathBuf> {
+    let proc = Path::new("/proc");
+    let ids = (host.uid, host.gid);
+    let private: Vec<PathBuf> = (host.private_to)(proc, false, ids)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let mut grants: Vec<PathBuf> = (host.list)(proc)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let numeric = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+            let per_reader = host.uid == 0 && PROC_PER_READER.contains(&name);
+            !numeric
+                && !per_reader
+                && !private.contains(p)
+                && matches!((host.stat)(p), HostEntry::Dir | HostEntry::File)
+        })
+        .collect();
+    grants.sort();
+    grants
 }
 
 /// The smallest set of paths that covers `root` but none of `holes`.
@@ -699,6 +731,9 @@ mod tests {
             "/bin" => HostEntry::Symlink(PathBuf::from("usr/bin")),
             "/lib" => HostEntry::Symlink(PathBuf::from("usr/lib")),
             "/etc/shadow" | "/etc/passwd" | "/etc/hosts" => HostEntry::File,
+            "/proc/cpuinfo" | "/proc/slabinfo" | "/proc/keys" => HostEntry::File,
+            "/proc/1" | "/proc/sys" => HostEntry::Dir,
+            "/proc/self" => HostEntry::Symlink(PathBuf::from("4242")),
             _ => HostEntry::Missing,
         }
     }
@@ -709,6 +744,17 @@ mod tests {
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
+            "/proc" => [
+                "/proc/1",
+                "/proc/cpuinfo",
+                "/proc/keys",
+                "/proc/self",
+                "/proc/slabinfo",
+                "/proc/sys",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
             _ => Vec::new(),
         }
     }
@@ -903,6 +949,35 @@ mod tests {
                 .any(|p| p.starts_with("/etc/shadow") || p.starts_with("/etc/ssh"))
         );
         assert!(ro.contains(&PathBuf::from("/usr")));
+    }
+
+    #[test]
+    fn without_a_pid_namespace_landlock_shows_no_host_process_in_proc() {
+        let policy = Policy::bundled("portable").unwrap();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let mut h = host(CgroupSupport::None);
+        (h.uid, h.gid) = (0, 0);
+        let plan = Plan::build(&policy, &req, &h).unwrap();
+        let ro = &plan.landlock.read_exec;
+        assert!(
+            plan.landlock.own_proc,
+            "each command gets its own /proc/PID"
+        );
+        assert!(ro.contains(&PathBuf::from("/proc/cpuinfo")));
+        assert!(ro.contains(&PathBuf::from("/proc/sys")));
+        for hidden in [
+            "/proc",
+            "/proc/1",
+            "/proc/self",
+            "/proc/slabinfo",
+            "/proc/keys",
+        ] {
+            assert!(
+                !ro.contains(&PathBuf::from(hidden)),
+                "{hidden} granted: {ro:?}"
+            );
+        }
     }
 
     #[test]
