@@ -45,7 +45,7 @@ pub struct Prepared {
     scope: bool,
     /// The plan, when it grants each command its own `/proc/PID` ([`LandlockPlan::own_proc`]):
     /// such a ruleset is built anew by each command, for itself.
-    own_proc: Option<LandlockPlan>,
+    own_proc: Option<Box<LandlockPlan>>,
 }
 
 impl Prepared {
@@ -61,7 +61,7 @@ impl Prepared {
     pub fn restrict_current_thread(&self) -> Result<LandlockOutcome, LandlockError> {
         if let Some(plan) = &self.own_proc {
             // `/proc/self` opened now is the calling process's own directory.
-            let mut own = plan.clone();
+            let mut own = (**plan).clone();
             own.own_proc = false;
             own.read_exec.push(std::path::PathBuf::from("/proc/self"));
             return build(&own, self.abi)?.restrict_current_thread();
@@ -127,6 +127,6 @@ fn build(plan: &LandlockPlan, abi_version: i32) -> Result<Prepared, LandlockErro
         abi: abi_version,
         network,
         scope: scope && plan.scope,
-        own_proc: plan.own_proc.then(|| plan.clone()),
+        own_proc: plan.own_proc.then(|| Box::new(plan.clone())),
     })
 }
