@@ -618,3 +618,24 @@ pub fn attach_tree(tree: std::os::fd::BorrowedFd<'_>, target: &std::path::Path) 
     }
     Ok(())
 }
+
+/// Run `f` with the calling thread's filesystem ids (`setfsuid`/`setfsgid`) set to `ids`,
+/// then put back the ones it had: what host-side code creates or opens in a sandbox's
+/// workspace is then checked, and owned, as the sandbox's root (host root is not mapped into a
+/// sandbox whose root is another host id, and could create nothing there). Per thread, as the
+/// kernel keeps these ids; `None` runs `f` as it is.
+pub fn with_fs_ids<T>(ids: Option<(u32, u32)>, f: impl FnOnce() -> T) -> T {
+    let Some((uid, gid)) = ids else {
+        return f();
+    };
+    // SAFETY: setfsgid/setfsuid take integers and cannot fail in a way that harms memory;
+    // each returns the previous id, put back below.
+    let (old_gid, old_uid) = unsafe { (libc::setfsgid(gid), libc::setfsuid(uid)) };
+    let result = f();
+    // SAFETY: as above, restoring the ids returned by the first calls.
+    unsafe {
+        libc::setfsuid(old_uid as libc::uid_t);
+        libc::setfsgid(old_gid as libc::gid_t);
+    }
+    result
+}

@@ -148,6 +148,11 @@ impl WorkspaceRoot {
 
 /// Run one file tool. `tool` must be one of [`TOOLS`].
 pub fn call(root: &WorkspaceRoot, tool: &str, args: &Value, now: SystemTime) -> ToolResult {
+    // As the sandbox's root (its own files, and the permissions it has), not host root.
+    crate::sys::with_fs_ids(root.owner, || dispatch(root, tool, args, now))
+}
+
+fn dispatch(root: &WorkspaceRoot, tool: &str, args: &Value, now: SystemTime) -> ToolResult {
     let result = match tool {
         "read" => read(root, args),
         "write" => write(root, args, now),
