@@ -193,6 +193,85 @@ impl Sandbox {
         Sandbox::start_seeded(&self.plan, &state_root, Some((seed, self.kind)), None)
     }
 
+    fn start_on_host(
+        plan: &Plan,
+        seccomp: Program,
+        (state, owner): (tempfile::TempDir, super::stale::OwnerMark),
+        mut cgroup: Option<RunCgroup>,
+        seed: Option<(OwnedFd, WorkspaceKind)>,
+    ) -> Result<Sandbox, SandboxError> {
+        let base = state.path().to_path_buf();
+        // The union of the layers (bottom first, upper ones laid over), kept pristine to
+        // measure changes against, and the command's copy of it.
+        let view = base.join("view");
+        for layer in plan.lowers.iter().rev() {
+            workspace::copy_tree(layer, &view)?;
+        }
+        let copy = base.join("copy");
+        match &seed {
+            // A fork starts from its parent's copy.
+            Some((fd, _)) => workspace::copy_tree(
+                Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                &copy,
+            )?,
+            None => workspace::copy_tree(&view, &copy)?,
+        }
+        let (tmp, home) = (base.join("tmp"), base.join("home"));
+        for d in [&tmp, &home] {
+            fs::create_dir(d).map_err(os("create the private tmp"))?;
+        }
+        let mut plan = plan.clone();
+        plan.workspace = copy.clone();
+        plan.env
+            .retain(|(k, _)| !matches!(k.as_str(), "HOME" | "TMPDIR" | "PWD"));
+        plan.env.push(("HOME".into(), home.display().to_string()));
+        plan.env.push(("TMPDIR".into(), tmp.display().to_string()));
+        plan.env.push(("PWD".into(), copy.display().to_string()));
+        plan.env.sort();
+        if let Some(cg) = cgroup.as_mut() {
+            cg.create()?;
+        }
+        let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
+        let mut landlock_plan = plan.landlock.clone();
+        landlock_plan
+            .read_write
+            .extend([copy.clone(), tmp.clone(), home.clone()]);
+        let rules = super::landlock::Prepared::build(&landlock_plan, sys::landlock_abi_version())
+            .map_err(|e| SandboxError::Setup {
+            step: "build the Landlock ruleset".into(),
+            errno: 0,
+            detail: crate::error::chain(&e),
+        })?;
+        let workspace_root = fs::File::open(&copy)
+            .map(OwnedFd::from)
+            .map_err(os("open the workspace copy"))?;
+        let view_fd = fs::File::open(&view)
+            .map(OwnedFd::from)
+            .map_err(os("open the template view"))?;
+        Ok(Sandbox {
+            plan,
+            state: Some(state),
+            _owner: Some(owner),
+            backend: Backend::Host {
+                parent_end,
+                child_end,
+                rules,
+                seccomp,
+            },
+            cgroup,
+            kind: WorkspaceKind::Copy,
+            cgroup_namespace: false,
+            layer: None,
+            workspace_root: Some(workspace_root),
+            view: Some(view_fd),
+            landlock: None,
+            next_id: 1,
+            pending: Vec::new(),
+            ready: true,
+            background: Vec::new(),
+        })
+    }
+
     /// Take in a report about the sandbox itself; hand back any other (about a command).
     fn absorb(
         &mut self,
