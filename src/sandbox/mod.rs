@@ -8,7 +8,10 @@
 //!   changes from the upper layer it was handed; closing it ends everything (the PID
 //!   namespace makes that exact);
 //! - this module holds the types a run reports and [`run`], one command in a fresh sandbox;
-//! - [`probe`] says what this machine can enforce (`envcraft doctor`).
+//! - [`probe`] says what this machine can enforce (`envcraft doctor`);
+//! - `idmap` makes the idmapped trees that show a root-owned template as the sandbox root's
+//!   while that root is no host root; `mounts` and `serve` hold the init's mount helpers and
+//!   its service loop.
 //!
 //! Restrictions are applied only in the cloned processes, never in envcraft itself.
 //! [`execute`] must be called from a single-threaded process (the CLI is one).
