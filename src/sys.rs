@@ -539,3 +539,122 @@ pub fn peek_message_len(fd: RawFd) -> io::Result<usize> {
     };
     usize::try_from(len).map_err(|_| io::Error::last_os_error())
 }
+
+// --- The sandbox's idmapped mounts (the sandbox work's wrappers) ---
+
+/// `OPEN_TREE_CLONE`, `OPEN_TREE_CLOEXEC`, `AT_RECURSIVE` (linux/mount.h, linux/fcntl.h).
+const OPEN_TREE_CLONE: u32 = 1;
+const OPEN_TREE_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+const AT_RECURSIVE: u32 = 0x8000;
+/// `MOUNT_ATTR_*` (linux/mount.h).
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+/// `MOVE_MOUNT_F_EMPTY_PATH` (linux/mount.h).
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+
+/// `struct mount_attr` (linux/mount.h), the argument of `mount_setattr`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `open_tree(path, OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached copy of the mount tree at
+/// `path` (needs CAP_SYS_ADMIN over the caller's mount namespace).
+pub fn open_tree_clone(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: path is NUL-terminated and outlives the call; the rest are integers.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh file descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// `mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, {IDMAP | attrs, userns})`: make the
+/// detached tree `tree` show file owners through the id maps of the user namespace `userns`
+/// (whose maps must be written), with the extra `MOUNT_ATTR_*` flags `attrs`.
+pub fn idmap_tree(
+    tree: std::os::fd::BorrowedFd<'_>,
+    userns: std::os::fd::BorrowedFd<'_>,
+    attrs: u64,
+) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP | attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: std::os::fd::AsRawFd::as_raw_fd(&userns) as u64,
+    };
+    // SAFETY: an empty NUL-terminated path, a pointer to a live struct of the size passed;
+    // both descriptors are borrowed and open.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            std::os::fd::AsRawFd::as_raw_fd(&tree),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach the detached
+/// tree `tree` at `target`.
+pub fn attach_tree(tree: std::os::fd::BorrowedFd<'_>, target: &std::path::Path) -> io::Result<()> {
+    let target = std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both paths are NUL-terminated and outlive the call; the descriptor is borrowed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            std::os::fd::AsRawFd::as_raw_fd(&tree),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Run `f` with the calling thread's filesystem ids (`setfsuid`/`setfsgid`) set to `ids`,
+/// then put back the ones it had: what host-side code creates or opens in a sandbox's
+/// workspace is then checked, and owned, as the sandbox's root (host root is not mapped into a
+/// sandbox whose root is another host id, and could create nothing there). Per thread, as the
+/// kernel keeps these ids; `None` runs `f` as it is.
+pub fn with_fs_ids<T>(ids: Option<(u32, u32)>, f: impl FnOnce() -> T) -> T {
+    let Some((uid, gid)) = ids else {
+        return f();
+    };
+    // SAFETY: setfsgid/setfsuid take integers and cannot fail in a way that harms memory;
+    // each returns the previous id, put back below.
+    let (old_gid, old_uid) = unsafe { (libc::setfsgid(gid), libc::setfsuid(uid)) };
+    let result = f();
+    // SAFETY: as above, restoring the ids returned by the first calls.
+    unsafe {
+        libc::setfsuid(old_uid as libc::uid_t);
+        libc::setfsgid(old_gid as libc::gid_t);
+    }
+    result
+}

@@ -32,7 +32,8 @@ pub enum Report {
     /// envcraft → init: the uid/gid maps are written; build the root of `plan` over the
     /// state directory `state_dir`. With `seed`, one descriptor comes along: the parent
     /// session's changes, of that kind, to start from. The init was cloned before the plan
-    /// was made (see `live::Prestart`), so the plan comes whole in this message.
+    /// was made (see `live::Prestart`), so the plan comes whole in this message. Under
+    /// `UidMapping::Idmapped` the idmapped trees of `idmap::sources` follow, in that order.
     Start {
         plan: Box<Plan>,
         state_dir: PathBuf,
@@ -108,8 +109,9 @@ pub const INLINE_MAX: usize = 32 * 1024;
 /// The whole message when the report is in the memfd sent with it (a JSON report never starts
 /// with `#`).
 const IN_MEMFD: &[u8] = b"#memfd";
-/// Most descriptors one report carries (one more when the report is in a memfd).
-const MAX_FDS: usize = 4;
+/// Most descriptors one report carries (one more when the report is in a memfd): `Start`
+/// carries a seed and the idmapped trees of the template's layers and bound directories.
+pub const MAX_FDS: usize = 64;
 
 impl AsFd for Channel {
     fn as_fd(&self) -> BorrowedFd<'_> {

@@ -9,8 +9,8 @@
 //! |---|-----|------|----------|
 //! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Start` (the plan and the state directory), set the hostname, compile the seccomp program, become uid/gid 0 of the namespace, drop supplementary groups | the init is cloned before envcraft plans the run ([`super::live::Prestart`]), so that the namespaces, the network one above all, are made while it plans; the parent writes the uid/gid maps before `Start`: only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's. The helper is started on the guess that the plan wants a network namespace (the policy's network mode says so); a wrong guess is put right once the plan is here |
 //! | 2 | init | make `/` private (recursive), before `Start` in step 1 | no mount made below may propagate to the host; it needs neither the plan nor a uid/gid map, so it overlaps the parent's planning |
-//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
-//! | 4 | init | bind each template layer read-only at `lowerN`; their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against |
+//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), the files that name the machine with the policy's values (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
+//! | 4 | init | bind each template layer read-only at `lowerN` (or attach the idmapped tree envcraft made of it, see [`super::idmap`]); their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against; an idmapped layer shows its root-owned files as the sandbox's root's while the sandbox's root is no host root |
 //! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
 //! | 7 | init | hostname (set in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the helper needs neither the plan nor a uid/gid map: it overlaps the parent's planning and steps 1-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
@@ -38,14 +38,16 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, chdir, pivot_root};
+use nix::unistd::{chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
+pub use super::mounts::COMPAT_BIN;
+use super::mounts::{apply_mount, attach_dir_at, below, bind, lowerdir};
 use super::netns;
-use super::plan::{DEVICES, MountStep, Plan, RlimitKind, WorkspaceKind};
+use super::plan::{MountStep, Plan, RlimitKind, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
+use super::serve::{serve, stop};
 use super::spawn;
 use crate::spec::policy::Protection;
 use crate::sys;
@@ -58,7 +60,7 @@ pub struct StepError {
     pub detail: String,
 }
 
-trait Step<T> {
+pub(super) trait Step<T> {
     fn step(self, name: &str) -> Result<T, StepError>;
 }
 
@@ -75,7 +77,7 @@ impl<T, E: Into<io::Error>> Step<T> for Result<T, E> {
     }
 }
 
-fn fail(step: &str, detail: String) -> StepError {
+pub(super) fn fail(step: &str, detail: String) -> StepError {
     StepError {
         step: step.to_string(),
         errno: 0,
@@ -111,6 +113,12 @@ impl StateDirs {
     /// The empty directory (mode 000) bound over masked directories.
     pub fn mask_dir(&self) -> PathBuf {
         self.base.join("masked")
+    }
+    /// Where the file generated for sandbox path `path` is written (see
+    /// [`MountStep::Generated`]): named after the path, `/` spelled `!`.
+    pub fn generated(&self, path: &Path) -> PathBuf {
+        let name = path.to_string_lossy().replace('/', "!");
+        self.base.join(format!("generated{name}"))
     }
 }
 
@@ -200,7 +208,21 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
     let seccomp = &Program::compile(&plan.seccomp)
         .map_err(|e| fail("compile the seccomp program", crate::error::chain(&e)))?;
-    let seed = fds.into_iter().next();
+    let mut fds = fds.into_iter();
+    let seed = seed_kind.and_then(|_| fds.next());
+    // The idmapped trees envcraft made for us (see `idmap`): the layers, then the binds.
+    let trees: Vec<OwnedFd> = fds.collect();
+    let expected = match plan.uid_mapping {
+        UidMapping::Idmapped => super::idmap::sources(plan).len(),
+        _ => 0,
+    };
+    if trees.len() != expected {
+        return Err(fail(
+            "receive the idmapped trees",
+            format!("{} came, {expected} expected", trees.len()),
+        ));
+    }
+    let mut trees = trees.into_iter();
     crate::sys::become_namespace_root(plan.invoker_is_root)
         .step("become uid and gid 0 of the namespace")?;
 
@@ -239,6 +261,12 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         .mode(0o000)
         .create(dirs.mask_dir())
         .step("create the mask directory")?;
+    for step in &plan.mounts {
+        if let MountStep::Generated { path, content } = step {
+            write_read_only(&dirs.generated(path), content.as_bytes())
+                .step(&format!("write the sandbox's {}", path.display()))?;
+        }
+    }
     // Nothing more is made in the scratch tmpfs itself (the layer is a mount of its own): it
     // becomes read-only, so that a bind of the masks (or of anything else in it) is read-only,
     // nosuid, nodev and noexec from the start: a bind mount takes the flags of the mount it
@@ -274,7 +302,12 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     // 4. The template's layers, read-only, as the lower layers, and their union (the view the
     // changes are measured against).
     for (i, layer) in plan.lowers.iter().enumerate() {
-        bind(layer, &dirs.lower(i), true).step("bind the template read-only")?;
+        match trees.next() {
+            // Made read-only, nosuid and nodev by envcraft, with the sandbox's root as owner.
+            Some(tree) => sys::attach_tree(tree.as_fd(), &dirs.lower(i))
+                .step("attach the idmapped template")?,
+            None => bind(layer, &dirs.lower(i), true).step("bind the template read-only")?,
+        }
     }
     if plan.lowers.len() == 1 {
         // A bind of the read-only lower0 is read-only as it is (it takes lower0's flags).
@@ -305,10 +338,17 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     .step("mount the root tmpfs")?;
     let mut kind = WorkspaceKind::Overlay;
     for step in &plan.mounts {
-        if let MountStep::Workspace { path, writable } = step {
-            kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
-        } else {
-            apply_mount(step, &root, dirs, &plan.workspace)?;
+        match step {
+            MountStep::Workspace { path, writable } => {
+                kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
+            }
+            MountStep::BindDirAt { target, .. } if expected > 0 => {
+                let tree = trees
+                    .next()
+                    .ok_or_else(|| fail("attach a bound directory", "no tree came".into()))?;
+                attach_dir_at(tree.as_fd(), &below(&root, target))?;
+            }
+            _ => apply_mount(step, &root, dirs, &plan.workspace)?,
         }
     }
 
@@ -397,27 +437,6 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     Ok(0)
 }
 
-/// The init's last step: kill and reap every other process in the PID namespace, move back to
-/// envcraft's cgroups (`home`; none without cgroups), and say so. envcraft can then remove the
-/// run's cgroup and state at once, without waiting for the init's own exit, whose teardown of
-/// the namespaces (an RCU grace period for the mounts) takes milliseconds.
-fn stop(home: Vec<OwnedFd>, channel: &Channel) {
-    use nix::errno::Errno;
-    use nix::sys::signal::{Signal, kill};
-    // As the PID namespace's init, kill(-1) reaches every other process in it; repeated until
-    // none is left to reap, in case one was being forked as the first signal went out.
-    let reaped = loop {
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-        match waitpid(None, Some(WaitPidFlag::__WALL)) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(Errno::ECHILD) => break true,
-            Err(_) => break false,
-        }
-    };
-    let left_cgroup = reaped && !home.is_empty() && super::cgroup::join_self(home).is_ok();
-    let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
-}
-
 /// no_new_privs, every capability dropped, then the seccomp program. Scope: the process that
 /// runs the commands or forks them (the init, or a command without namespaces), once its last
 /// privileged step is done.
@@ -457,7 +476,7 @@ fn restrict_landlock(
 }
 
 /// The (resource, soft, hard) limits every command gets.
-fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+pub(super) fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     plan.rlimits
         .iter()
         .map(|limit| {
@@ -472,82 +491,6 @@ fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
             (resource, limit.soft, limit.hard)
         })
         .collect()
-}
-
-/// What the init starts its commands with (see [`super::spawn`]).
-struct Starter<'a> {
-    spawner: spawn::Spawner,
-    plan: &'a Plan,
-    landlock: landlock::LandlockOutcome,
-    rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
-}
-
-impl<'a> Starter<'a> {
-    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> io::Result<Starter<'a>> {
-        Ok(Starter {
-            spawner: spawn::Spawner::new()?,
-            plan,
-            landlock,
-            rlimits: command_rlimits(plan),
-        })
-    }
-
-    /// Start command `id`: its pid once it runs, and the report that says so
-    /// (`CommandReady`, or why it did not get to run; it has exited then and is reaped as any
-    /// command). No process at all: the report of why.
-    fn start(
-        &mut self,
-        id: u64,
-        argv: &[String],
-        env: &[(String, String)],
-        stdio: [i32; 3],
-    ) -> Result<(Pid, Report), Report> {
-        let plan = self.plan;
-        let rlimits = &self.rlimits;
-        let landlock = self.landlock;
-        let spawner = &mut self.spawner;
-        let setup_failed = |step: &str, errno: i32, detail: String| Report::SetupFailed {
-            id: Some(id),
-            step: step.into(),
-            errno,
-            detail,
-        };
-        let Some(name) = argv.first() else {
-            return Err(setup_failed("prepare argv", 0, "no command given".into()));
-        };
-        let program = resolve(name, &plan.search_path);
-        let nul =
-            |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
-        let image = spawn::Image::new(program, argv, env).map_err(nul)?;
-        let command = spawn::Prepared::new(image, &plan.workspace, stdio, rlimits).map_err(nul)?;
-        let (pid, failure) = spawner.spawn(&command).map_err(|e| {
-            setup_failed(
-                "fork the command",
-                e.raw_os_error().unwrap_or(0),
-                e.to_string(),
-            )
-        })?;
-        let report = match failure {
-            None => Report::CommandReady {
-                id,
-                landlock,
-                capabilities_dropped: true,
-                seccomp: true,
-                no_new_privs: true,
-            },
-            Some(f) if f.is_exec() => Report::ExecFailed {
-                id,
-                errno: f.errno,
-                exit_code: f.exit_code,
-            },
-            Some(f) => setup_failed(
-                f.step,
-                f.errno,
-                io::Error::from_raw_os_error(f.errno).to_string(),
-            ),
-        };
-        Ok((Pid::from_raw(pid), report))
-    }
 }
 
 /// Clear the bounding set, lock the securebits so uid 0 gains nothing at exec, then clear
@@ -574,336 +517,16 @@ fn drop_capabilities() -> Result<(), StepError> {
     Ok(())
 }
 
-/// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, stop
-/// and continue every other process on `Freeze`/`Thaw` (see `live::freeze`), and return on
-/// `Shutdown`, after the last command, or when envcraft goes away.
-fn serve(
-    landlock: landlock::LandlockOutcome,
-    plan: &Plan,
-    channel: &Channel,
-) -> Result<(), StepError> {
-    let mut starter = Starter::new(plan, landlock).step("map the commands' stack")?;
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    // Commands running: (id, pid, pidfd).
-    let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
-    // The command whose end ends the sandbox (`Exec { last: true }`).
-    let mut last: Option<u64> = None;
-    loop {
-        let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-        fds.extend(
-            running
-                .iter()
-                .map(|(_, _, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-        );
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e).step("wait for requests"),
-        }
-        let ready: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
-        drop(fds);
-        // Ended commands first: their reports precede anything a new request causes.
-        let mut still = Vec::with_capacity(running.len());
-        for ((id, pid, fd), done) in running.into_iter().zip(ready.iter().skip(1)) {
-            if !*done {
-                still.push((id, pid, fd));
-                continue;
-            }
-            let report = match waitpid(pid, Some(WaitPidFlag::__WALL)) {
-                Ok(WaitStatus::Exited(_, code)) => Report::Exited { id, code },
-                Ok(WaitStatus::Signaled(_, signal, _)) => Report::Signaled {
-                    id,
-                    signal: signal as i32,
-                },
-                _ => {
-                    still.push((id, pid, fd));
-                    continue;
-                }
-            };
-            // What the command left in its process group ends with it.
-            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = channel.send(&report, &[]);
-            if last == Some(id) {
-                return Ok(());
-            }
-        }
-        running = still;
-        // Orphans reparented to us.
-        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
-            if status == WaitStatus::StillAlive {
-                break;
-            }
-        }
-        if !ready[0] {
-            continue;
-        }
-        match channel.recv() {
-            Ok(Some((
-                Report::Exec {
-                    id,
-                    argv,
-                    env,
-                    last: is_last,
-                },
-                stdio,
-            ))) if stdio.len() == 3 => {
-                if is_last {
-                    last = Some(id);
-                }
-                let fds = [
-                    stdio[0].as_raw_fd(),
-                    stdio[1].as_raw_fd(),
-                    stdio[2].as_raw_fd(),
-                ];
-                let started = starter.start(id, &argv, &env, fds);
-                drop(stdio);
-                let (pid, report) = match started {
-                    Ok((pid, report)) => (Some(pid), report),
-                    Err(report) => (None, report),
-                };
-                let _ = channel.send(&report, &[]);
-                if let Some(pid) = pid {
-                    match sys::pidfd_open(pid.as_raw()) {
-                        Ok(fd) => running.push((id, pid, fd)),
-                        Err(e) => {
-                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-                            let _ = channel.send(
-                                &Report::SetupFailed {
-                                    id: Some(id),
-                                    step: "watch the command".into(),
-                                    errno: e.raw_os_error().unwrap_or(0),
-                                    detail: e.to_string(),
-                                },
-                                &[],
-                            );
-                        }
-                    }
-                }
-            }
-            Ok(Some((Report::Signal { id, signal }, _))) => {
-                if let Some((_, pid, _)) = running.iter().find(|(i, _, _)| *i == id)
-                    && let Ok(signal) = nix::sys::signal::Signal::try_from(signal)
-                {
-                    let _ = nix::sys::signal::killpg(*pid, signal);
-                }
-            }
-            Ok(Some((Report::Freeze, _))) => {
-                let stopped = super::live::freeze::stop_namespace();
-                let _ = channel.send(&Report::Frozen { stopped }, &[]);
-            }
-            Ok(Some((Report::Thaw, _))) => super::live::freeze::continue_namespace(),
-            Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
-            Ok(Some(_)) => {} // nothing else is addressed to the init
-        }
-    }
-}
-
-/// The overlay `lowerdir` value for `n` layers bound at `lower0..`, relative to the state
-/// directory (its own path may hold `,` or `:`).
-fn lowerdir(n: usize) -> String {
-    (0..n)
-        .map(|i| format!("lower{i}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-/// A directory of compatibility commands inside every sandbox (`python` → `python3`).
-pub const COMPAT_BIN: &str = "/.envcraft/bin";
-
-/// `root` + an absolute sandbox path.
-fn below(root: &Path, path: &Path) -> PathBuf {
-    root.join(path.strip_prefix("/").unwrap_or(path))
-}
-
-/// Flags of an existing mount that a user namespace may not clear (they are locked), to be
-/// repeated when remounting.
-fn locked_flags(path: &Path) -> MsFlags {
-    use nix::sys::statvfs::{FsFlags, statvfs};
-    let mut flags = MsFlags::empty();
-    if let Ok(st) = statvfs(path) {
-        let f = st.flags();
-        for (fs_flag, ms_flag) in [
-            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-        ] {
-            if f.contains(fs_flag) {
-                flags |= ms_flag;
-            }
-        }
-    }
-    flags
-}
-
-/// Bind `source` on `target` (non-recursive), read-only when asked.
-fn bind(source: &Path, target: &Path, read_only: bool) -> nix::Result<()> {
-    mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )?;
-    if read_only {
-        let flags = MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV
-            | locked_flags(source);
-        mount(None::<&str>, target, None::<&str>, flags, None::<&str>)?;
-    }
-    Ok(())
-}
-
-fn make_mountpoint(target: &Path, dir: bool) -> io::Result<()> {
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    if dir {
-        fs::create_dir_all(target)
-    } else if target.symlink_metadata().is_err() {
-        fs::write(target, b"")
-    } else {
-        Ok(())
-    }
-}
-
-fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()> {
-    let opts = format!("size={bytes},mode={mode:o}");
-    mount(
-        Some("tmpfs"),
-        target,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
-        Some(opts.as_str()),
-    )
-}
-
-fn apply_mount(
-    step: &MountStep,
-    root: &Path,
-    dirs: &StateDirs,
-    workspace: &Path,
-) -> Result<(), StepError> {
-    match step {
-        MountStep::BindReadOnly { path, dir } => {
-            let target = below(root, path);
-            make_mountpoint(&target, *dir).step(&format!("create {}", path.display()))?;
-            bind(path, &target, true).step(&format!("bind {}", path.display()))
-        }
-        MountStep::BindDirAt { source, target } => {
-            let at = below(root, target);
-            fs::create_dir_all(&at).step(&format!("create {}", target.display()))?;
-            bind(source, &at, true).step(&format!("bind {}", target.display()))
-        }
-        MountStep::Symlink { path, target } => {
-            let link = below(root, path);
-            if let Some(parent) = link.parent() {
-                fs::create_dir_all(parent).step("create a symlink's parent")?;
-            }
-            std::os::unix::fs::symlink(target, &link).step(&format!("symlink {}", path.display()))
-        }
-        MountStep::Mask { path, dir } => {
-            // An empty file, or an empty directory of mode 000, bound from the read-only
-            // scratch tmpfs: read-only, nosuid, nodev and noexec as bound (see step 3).
-            let source = if *dir {
-                dirs.mask_dir()
-            } else {
-                dirs.mask_file()
-            };
-            bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
-        }
-        MountStep::Tmpfs { path, bytes, mode } => {
-            let target = below(root, path);
-            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
-            tmpfs(&target, *bytes, *mode, MsFlags::empty())
-                .step(&format!("mount tmpfs on {}", path.display()))
-        }
-        MountStep::Dev { shm_bytes } => mount_dev(root, *shm_bytes),
-        MountStep::WorkspaceAlias { path } => {
-            let target = below(root, path);
-            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
-            let workspace = below(root, workspace);
-            mount(
-                Some(&workspace),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None::<&str>,
-            )
-            .step(&format!("bind the workspace at {}", path.display()))
-        }
-        MountStep::Proc => {
-            let target = root.join("proc");
-            fs::create_dir_all(&target).step("create /proc")?;
-            mount(
-                Some("proc"),
-                &target,
-                Some("proc"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                None::<&str>,
-            )
-            .step("mount /proc")
-        }
-        MountStep::ClockShim => {
-            use std::os::unix::fs::PermissionsExt;
-            let path = below(root, Path::new(crate::clock_shim::SHIM_PATH));
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir).step("create the shim's directory")?;
-            }
-            fs::write(&path, crate::clock_shim::SHIM).step("install the clock shim")?;
-            fs::set_permissions(&path, fs::Permissions::from_mode(0o555))
-                .step("install the clock shim")?;
-            // `python` for scripts that call it so (graders do, as often as `python3`), where
-            // the system has only python3: /.envcraft/bin is on the verifier policy's PATH.
-            let bin = below(root, Path::new(COMPAT_BIN));
-            fs::create_dir_all(&bin).step("create /.envcraft/bin")?;
-            if !Path::new("/usr/bin/python").exists() && Path::new("/usr/bin/python3").exists() {
-                std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python"))
-                    .step("link python to python3")?;
-            }
-            Ok(())
-        }
-        MountStep::Workspace { .. } => Ok(()), // handled by mount_workspace
-    }
-}
-
-fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
-    let dev = root.join("dev");
-    fs::create_dir_all(&dev).step("create /dev")?;
-    tmpfs(&dev, 64 * 1024, 0o755, MsFlags::MS_NOEXEC).step("mount /dev")?;
-    for name in DEVICES {
-        let host = Path::new("/dev").join(name);
-        if host.exists() {
-            let target = dev.join(name);
-            fs::write(&target, b"").step("create a device node mountpoint")?;
-            mount(
-                Some(&host),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .step(&format!("bind /dev/{name}"))?;
-        }
-    }
-    for (link, target) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
-        std::os::unix::fs::symlink(target, dev.join(link)).step("create /dev symlinks")?;
-    }
-    let shm = dev.join("shm");
-    fs::create_dir(&shm).step("create /dev/shm")?;
-    tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
+/// Write a new file of mode 0444.
+fn write_read_only(path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)?;
+    file.write_all(content)
 }
 
 /// Mount the workspace: the template bound read-only when the policy wants no writes; else an
@@ -1108,7 +731,7 @@ fn set_stdio(stdio: Stdio<'_>) -> std::io::Result<()> {
 }
 
 /// Find the program as `execvp` would, in the sandbox's PATH.
-fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
+pub(super) fn resolve(name: &str, search_path: &[PathBuf]) -> Option<CString> {
     if name.contains('/') {
         return CString::new(name.as_bytes()).ok();
     }

@@ -43,6 +43,9 @@ pub struct Prepared {
     abi: i32,
     network: bool,
     scope: bool,
+    /// The plan, when it grants each command its own `/proc/PID` ([`LandlockPlan::own_proc`]):
+    /// such a ruleset is built anew by each command, for itself.
+    own_proc: Option<Box<LandlockPlan>>,
 }
 
 impl Prepared {
@@ -56,6 +59,13 @@ impl Prepared {
     /// the command process only, before seccomp (whose filter would not let Landlock's calls
     /// be made) and `execve`.
     pub fn restrict_current_thread(&self) -> Result<LandlockOutcome, LandlockError> {
+        if let Some(plan) = &self.own_proc {
+            // `/proc/self` opened now is the calling process's own directory.
+            let mut own = (**plan).clone();
+            own.own_proc = false;
+            own.read_exec.push(std::path::PathBuf::from("/proc/self"));
+            return build(&own, self.abi)?.restrict_current_thread();
+        }
         let created = self.created.try_clone().map_err(LandlockError::Clone)?;
         let status = created.restrict_self()?;
         let enforced = status.ruleset != RulesetStatus::NotEnforced;
@@ -117,5 +127,6 @@ fn build(plan: &LandlockPlan, abi_version: i32) -> Result<Prepared, LandlockErro
         abi: abi_version,
         network,
         scope: scope && plan.scope,
+        own_proc: plan.own_proc.then(|| Box::new(plan.clone())),
     })
 }

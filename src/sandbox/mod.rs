@@ -8,7 +8,10 @@
 //!   changes from the upper layer it was handed; closing it ends everything (the PID
 //!   namespace makes that exact);
 //! - this module holds the types a run reports and [`run`], one command in a fresh sandbox;
-//! - [`probe`] says what this machine can enforce (`envcraft doctor`).
+//! - [`probe`] says what this machine can enforce (`envcraft doctor`);
+//! - `idmap` makes the idmapped trees that show a root-owned template as the sandbox root's
+//!   while that root is no host root; `mounts` and `serve` hold the init's mount helpers and
+//!   its service loop.
 //!
 //! Restrictions are applied only in the cloned processes, never in envcraft itself.
 //! [`execute`] must be called from a single-threaded process (the CLI is one).
@@ -16,12 +19,15 @@
 pub mod cgroup;
 pub mod channel;
 pub mod child;
+mod idmap;
 pub mod landlock;
 pub mod live;
+mod mounts;
 pub mod netns;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
+mod serve;
 pub mod spawn;
 pub mod stale;
 
@@ -36,7 +42,7 @@ use serde::Serialize;
 use self::cgroup::CgroupError;
 use self::landlock::LandlockOutcome;
 pub use self::live::{ExecRequest, ExecResult, Prestart, Sandbox, StdinSource};
-use self::plan::{CgroupSupport, Plan, PlanError, Request, WorkspaceKind};
+use self::plan::{CgroupSupport, Plan, PlanError, Request, UidMapping, WorkspaceKind};
 use crate::spec::policy::{Policy, Protection};
 use crate::sys;
 use crate::workspace::{Changes, WorkspaceError};
@@ -61,6 +67,12 @@ pub enum SandboxError {
     #[error("cannot {what}")]
     Os {
         what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot show {path} through an idmapped mount")]
+    IdmapRefused {
+        path: PathBuf,
         #[source]
         source: io::Error,
     },
@@ -163,8 +175,17 @@ pub struct Enforced {
     pub process_tree_kill: &'static str,
     /// The invoking user: `root` or `unprivileged`.
     pub invoker: &'static str,
-    /// The host uid that uid 0 inside stands for (the template's owner when run by root).
+    /// The host uid that uid 0 inside stands for (see `uid_mapping`).
     pub sandbox_uid_maps_to: u32,
+    /// Who uid 0 inside is on the host: `idmapped` (root over a root-owned template: an
+    /// unused host id, the template shown through idmapped mounts), `template_owner` (root
+    /// over another's template, or idmapped mounts refused: root-only host files masked when
+    /// that owner is root), `invoker` (an unprivileged invoker), or `host` (no user namespace:
+    /// the command runs as the invoker itself).
+    pub uid_mapping: &'static str,
+    /// What `/etc/hostname`, `/etc/hosts` and `/etc/machine-id` show: `policy` (its
+    /// hostname and machine id) or `host` (no mount namespace to show other files in).
+    pub identity: &'static str,
     /// Whether the template's owner is the sandbox's user. When not (an unprivileged invoker
     /// and someone else's template), the template's files are read-only inside unless their
     /// mode lets anyone write them.
@@ -244,8 +265,16 @@ pub fn start(
     };
     let owner = template_owner(&request.layers)?;
     let host = probe::HostFacts::read();
-    let plan = Plan::build(policy, request, &host.as_plan_host(owner))?;
+    let idmap = idmap::host_root(host.uid) && idmap::reachable(state_root);
+    let plan = Plan::build(policy, request, &host.as_plan_host(owner, idmap))?;
     match Sandbox::start_prestarted(&plan, state_root, prestart) {
+        Err(SandboxError::IdmapRefused { path, source }) => {
+            // The template's filesystem cannot idmap: the sandbox's root becomes the template's
+            // owner again, with the root-only host files masked (see `plan::UidMapping`).
+            tracing::warn!(path = %path.display(), error = %source, "idmapped mount refused; masking root-only files instead");
+            let plan = Plan::build(policy, request, &host.as_plan_host(owner, false))?;
+            Sandbox::start(&plan, state_root)
+        }
         Err(SandboxError::NamespacesUnavailable(e))
             if !policy
                 .protections
@@ -258,7 +287,7 @@ pub fn start(
                 without_namespaces: true,
                 ..request.clone()
             };
-            let plan = Plan::build(policy, &fallback, &host.as_plan_host(owner))?;
+            let plan = Plan::build(policy, &fallback, &host.as_plan_host(owner, false))?;
             Sandbox::start(&plan, state_root)
         }
         Err(SandboxError::NamespacesUnavailable(e)) => {
@@ -381,6 +410,15 @@ pub fn enforced(sandbox: &Sandbox) -> Enforced {
         process_tree_kill: if ns { "pid_namespace" } else { "process_group" },
         invoker: if root { "root" } else { "unprivileged" },
         sandbox_uid_maps_to: plan.uid,
-        template_owner_mapped: plan.template_owner == (plan.uid, plan.gid) || !ns,
+        uid_mapping: match (ns, plan.uid_mapping) {
+            (false, _) => "host",
+            (true, UidMapping::Idmapped) => "idmapped",
+            (true, UidMapping::TemplateOwner) => "template_owner",
+            (true, UidMapping::Invoker) => "invoker",
+        },
+        identity: if ns { "policy" } else { "host" },
+        template_owner_mapped: plan.uid_mapping == UidMapping::Idmapped
+            || plan.template_owner == (plan.uid, plan.gid)
+            || !ns,
     }
 }

@@ -45,6 +45,29 @@ pub enum CgroupSupport {
     V2,
 }
 
+/// The host uid and gid that the sandbox's uid/gid 0 stand for when envcraft runs as root over
+/// a root-owned template ([`UidMapping::Idmapped`]): `0x70000000`, the first id of the range
+/// systemd leaves unused (above its container range `0x00080000-0x6FFFFFFF`, below its
+/// foreign range at `0x7FFE0000`), far above any normal user, subuid range or dynamic user, and
+/// below 2^31 (no tool misreads it as negative). One id for every sandbox: a fork's init reads
+/// its parent's upper layer by owner permission, and no sandbox can reach another's files.
+pub const SANDBOX_ROOT_HOST_ID: u32 = 0x7000_0000;
+
+/// Who the sandbox's uid/gid 0 is on the host (`uid_mapping` in `enforced`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UidMapping {
+    /// [`SANDBOX_ROOT_HOST_ID`]; the template's layers (and the directories bound for the
+    /// run) are idmapped mounts that show their root-owned files as the sandbox's root's.
+    /// Every other host file looks owned by nobody: root-only host files are unreadable.
+    Idmapped,
+    /// The template's owner (envcraft runs as root). When that is host root (idmapped mounts
+    /// refused), the root-only files of the system paths and of `/proc` are masked.
+    TemplateOwner,
+    /// The invoking (unprivileged) user, the only one it may map.
+    Invoker,
+}
+
 /// What the planner needs to know about the host; `stat` and `list` are injected for tests.
 pub struct Host<'a> {
     /// Who runs envcraft.
@@ -56,7 +79,17 @@ pub struct Host<'a> {
     pub cgroup: CgroupSupport,
     pub stat: &'a dyn Fn(&Path) -> HostEntry,
     pub list: &'a dyn Fn(&Path) -> Vec<PathBuf>,
+    /// Whether the template may be shown through idmapped mounts (envcraft runs as root and
+    /// no attempt was refused): see [`UidMapping::Idmapped`].
+    pub idmap: bool,
+    /// The entries below a directory (all the way down, or its children only) that the host
+    /// ids `(uid, gid)` may read and others may not, each with whether it is a directory (not
+    /// descended into); symlinks are never followed.
+    pub private_to: &'a PrivateScan,
 }
+
+/// See [`Host::private_to`]: (directory, all the way down, host ids) to (path, is a directory).
+pub type PrivateScan = dyn Fn(&Path, bool, (u32, u32)) -> Vec<(PathBuf, bool)>;
 
 /// One run's request, after the CLI validated it.
 #[derive(Debug, Clone)]
@@ -86,6 +119,9 @@ pub enum MountStep {
     Symlink { path: PathBuf, target: PathBuf },
     /// An empty, read-only directory or file over a path.
     Mask { path: PathBuf, dir: bool },
+    /// A file envcraft writes (read-only, mode 0444) over a host file, to show the policy's
+    /// value rather than the host's (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`).
+    Generated { path: PathBuf, content: String },
     /// A private tmpfs (mode 1777 for /tmp, 0700 for HOME).
     Tmpfs {
         path: PathBuf,
@@ -124,6 +160,9 @@ pub struct LandlockPlan {
     pub tcp_connect: Vec<u16>,
     /// Deny abstract Unix sockets and signals that cross the sandbox boundary.
     pub scope: bool,
+    /// Grant each command read access to its own `/proc/PID` (runs in the host's PID
+    /// namespace, where `/proc` as a whole would show every host process).
+    pub own_proc: bool,
 }
 
 /// What the seccomp filter must deny beyond its fixed list (see `seccomp.rs`).
@@ -133,6 +172,10 @@ pub struct SeccompPlan {
     /// Deny AF_INET/AF_INET6 sockets altogether (used when there is no network namespace and
     /// the policy wants no network: Landlock covers TCP only).
     pub deny_inet: bool,
+    /// Deny `socket(AF_UNIX, ...)` (used when there is no mount namespace, so that no host
+    /// daemon's socket can be reached by path; Landlock cannot refuse a pathname `connect`).
+    /// `socketpair` stays allowed.
+    pub deny_unix: bool,
 }
 
 /// A resource limit set with setrlimit in the command process.
@@ -168,11 +211,13 @@ pub struct Plan {
     pub policy_name: String,
     pub namespaced: bool,
     pub network_namespace: bool,
-    /// The host user that uid/gid 0 inside maps to: the template's owner when envcraft runs
-    /// as root (so the agent may change the template's files in its own view), else the
-    /// invoking user (the only one an unprivileged process may map).
+    /// The host user that uid/gid 0 inside maps to (see [`UidMapping`]): under root
+    /// [`SANDBOX_ROOT_HOST_ID`] over a root-owned template, else the template's owner (so the
+    /// agent may change the template's files in its own view); else the invoking user (the
+    /// only one an unprivileged process may map).
     pub uid: u32,
     pub gid: u32,
+    pub uid_mapping: UidMapping,
     /// Whether envcraft runs as root.
     pub invoker_is_root: bool,
     pub template_owner: (u32, u32),
@@ -255,8 +300,17 @@ impl Plan {
             });
         }
         let fs = &policy.filesystem;
+        let (uid_mapping, uid, gid) = if host.uid != 0 {
+            (UidMapping::Invoker, host.uid, host.gid)
+        } else if namespaced && host.idmap && host.template_owner.0 == 0 {
+            let id = SANDBOX_ROOT_HOST_ID;
+            (UidMapping::Idmapped, id, id)
+        } else {
+            let (uid, gid) = host.template_owner;
+            (UidMapping::TemplateOwner, uid, gid)
+        };
         let (mounts, landlock_fs) = if namespaced {
-            namespaced_root(policy, request, host)
+            namespaced_root(policy, request, host, (uid, gid))
         } else {
             (Vec::new(), host_landlock(policy, host))
         };
@@ -270,6 +324,7 @@ impl Plan {
         let seccomp = SeccompPlan {
             deny_netlink: !policy.network.allow_netlink,
             deny_inet: !namespaced && policy.network.mode == NetworkMode::None,
+            deny_unix: !namespaced && !policy.network.allow_unix_sockets,
         };
         let limits = &policy.limits;
         let mut rlimits = vec![
@@ -318,16 +373,9 @@ impl Plan {
             policy_name: policy.name.clone(),
             namespaced,
             network_namespace,
-            uid: if host.uid == 0 {
-                host.template_owner.0
-            } else {
-                host.uid
-            },
-            gid: if host.uid == 0 {
-                host.template_owner.1
-            } else {
-                host.gid
-            },
+            uid,
+            gid,
+            uid_mapping,
             invoker_is_root: host.uid == 0,
             template_owner: host.template_owner,
             lowers: request.layers.clone(),
@@ -366,6 +414,7 @@ fn namespaced_root(
     policy: &Policy,
     request: &Request,
     host: &Host<'_>,
+    ids: (u32, u32),
 ) -> (Vec<MountStep>, LandlockPlan) {
     let fs = &policy.filesystem;
     let mut mounts = Vec::new();
@@ -411,9 +460,10 @@ fn namespaced_root(
     });
     landlock.read_write.push(PathBuf::from("/tmp"));
     mounts.extend(binds);
+    let identity = identity_files(policy);
     for hole in &fs.hidden {
-        if !bound.iter().any(|b| hole.starts_with(b)) {
-            continue; // not visible inside anyway
+        if !bound.iter().any(|b| hole.starts_with(b)) || identity.iter().any(|(p, _)| p == hole) {
+            continue; // not visible inside anyway, or shown with the policy's value below
         }
         match (host.stat)(hole) {
             HostEntry::Dir => mounts.push(MountStep::Mask {
@@ -426,6 +476,17 @@ fn namespaced_root(
             }),
             // A symlink cannot be mounted over; what it points to is masked if listed itself.
             HostEntry::Symlink(_) | HostEntry::Missing => {}
+        }
+    }
+    let root_ids = ids.0 == 0 || ids.1 == 0;
+    if root_ids {
+        mounts.extend(private_masks(policy, host, &bound, ids, &mounts));
+    }
+    for (path, content) in identity {
+        // Only over a host file that is visible inside: where there is none, the host's value
+        // cannot show either (and a read-only bind leaves no room to create one).
+        if bound.iter().any(|b| path.starts_with(b)) && (host.stat)(&path) == HostEntry::File {
+            mounts.push(MountStep::Generated { path, content });
         }
     }
     mounts.push(MountStep::Dev {
@@ -464,7 +525,100 @@ fn namespaced_root(
     }
     mounts.push(MountStep::Proc);
     landlock.read_exec.push(PathBuf::from("/proc"));
+    if root_ids {
+        // Over the new /proc: its root-only files, and those whose content depends on who
+        // reads them (the keys of uid 0).
+        let proc = Path::new("/proc");
+        let mut private = (host.private_to)(proc, false, ids);
+        for name in PROC_PER_READER {
+            private.push((proc.join(name), false));
+        }
+        private.sort();
+        private.dedup();
+        let numeric = |p: &Path| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        mounts.extend(
+            private
+                .into_iter()
+                .filter(|(p, _)| !numeric(p))
+                .map(|(path, dir)| MountStep::Mask { path, dir }),
+        );
+    }
     (mounts, landlock)
+}
+
+/// `/proc` files that show the reader's own kernel objects: masked when uid 0 inside is host
+/// root, though their mode lets anyone read them.
+const PROC_PER_READER: &[&str] = &["keys", "key-users"];
+
+/// Trees of packaged software, not scanned for root-only files (130,000 entries on a common
+/// host: tens of seconds with a cold cache); what is known to be root-only in them is masked.
+const PACKAGED_TREES: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+const PACKAGED_PRIVATE: &[&str] = &["/usr/share/polkit-1/rules.d"];
+
+/// Masks for the files of the read-only system paths that only host root (uid or gid 0, the
+/// sandbox's ids `ids` when it maps to them) may read, beyond those `already` masks: every
+/// bound path outside the packaged trees is scanned (on this host `/etc`, 1,200 entries, a few
+/// milliseconds), and the known root-only directories of the packaged trees are masked.
+fn private_masks(
+    policy: &Policy,
+    host: &Host<'_>,
+    bound: &[PathBuf],
+    ids: (u32, u32),
+    already: &[MountStep],
+) -> Vec<MountStep> {
+    let hidden = &policy.filesystem.hidden;
+    let masked = |p: &Path| {
+        hidden.iter().any(|h| p.starts_with(h))
+            || already
+                .iter()
+                .any(|m| matches!(m, MountStep::Mask { path, .. } if p.starts_with(path)))
+    };
+    let mut found = Vec::new();
+    for path in bound {
+        if PACKAGED_TREES.iter().any(|t| path.starts_with(t)) {
+            continue;
+        }
+        if (host.stat)(path) == HostEntry::Dir {
+            found.extend((host.private_to)(path, true, ids));
+        }
+    }
+    for known in PACKAGED_PRIVATE {
+        let known = Path::new(known);
+        if bound.iter().any(|b| known.starts_with(b)) && (host.stat)(known) == HostEntry::Dir {
+            found.push((known.to_path_buf(), true));
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+        .into_iter()
+        .filter(|(p, _)| !masked(p))
+        .map(|(path, dir)| MountStep::Mask { path, dir })
+        .collect()
+}
+
+/// The files that name the machine, with the policy's values: its hostname, a hosts file
+/// naming only localhost and that hostname, and its machine id.
+pub fn identity_files(policy: &Policy) -> Vec<(PathBuf, String)> {
+    let e = &policy.environment;
+    let hostname = &e.hostname;
+    vec![
+        (PathBuf::from("/etc/hostname"), format!("{hostname}\n")),
+        (
+            PathBuf::from("/etc/hosts"),
+            format!(
+                "127.0.0.1\tlocalhost\n127.0.1.1\t{hostname}\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+            ),
+        ),
+        (
+            PathBuf::from("/etc/machine-id"),
+            format!("{}\n", e.machine_id),
+        ),
+    ]
 }
 
 /// Landlock rules for a run in the host's mount namespace: the read-only paths minus the hidden
@@ -479,12 +633,41 @@ fn host_landlock(policy: &Policy, host: &Host<'_>) -> LandlockPlan {
             read_exec.extend(grant_except(path, &fs.hidden, host));
         }
     }
-    read_exec.push(PathBuf::from("/proc"));
+    read_exec.extend(host_proc_grants(host));
     LandlockPlan {
         read_exec,
         devices: DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect(),
+        own_proc: true,
         ..LandlockPlan::default()
     }
+}
+
+/// What of the host's `/proc` a run in the host's PID namespace may read: the entries that
+/// describe the machine (cpuinfo, meminfo, stat, sys, ...), not the host's processes (no
+/// numeric directory; `self`, `mounts`, `net` are links into one), nothing only the invoker's
+/// ids may read (root's `slabinfo`, `kcore`), nor the reader-dependent `keys` of root. Each
+/// command adds its own process directory ([`LandlockPlan::own_proc`]).
+fn host_proc_grants(host: &Host<'_>) -> Vec<PathBuf> {
+    let proc = Path::new("/proc");
+    let ids = (host.uid, host.gid);
+    let private: Vec<PathBuf> = (host.private_to)(proc, false, ids)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let mut grants: Vec<PathBuf> = (host.list)(proc)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let numeric = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+            let per_reader = host.uid == 0 && PROC_PER_READER.contains(&name);
+            !numeric
+                && !per_reader
+                && !private.contains(p)
+                && matches!((host.stat)(p), HostEntry::Dir | HostEntry::File)
+        })
+        .collect();
+    grants.sort();
+    grants
 }
 
 /// The smallest set of paths that covers `root` but none of `holes`.
@@ -548,6 +731,9 @@ mod tests {
             "/bin" => HostEntry::Symlink(PathBuf::from("usr/bin")),
             "/lib" => HostEntry::Symlink(PathBuf::from("usr/lib")),
             "/etc/shadow" | "/etc/passwd" | "/etc/hosts" => HostEntry::File,
+            "/proc/cpuinfo" | "/proc/slabinfo" | "/proc/keys" => HostEntry::File,
+            "/proc/1" | "/proc/sys" => HostEntry::Dir,
+            "/proc/self" => HostEntry::Symlink(PathBuf::from("4242")),
             _ => HostEntry::Missing,
         }
     }
@@ -558,6 +744,17 @@ mod tests {
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
+            "/proc" => [
+                "/proc/1",
+                "/proc/cpuinfo",
+                "/proc/keys",
+                "/proc/self",
+                "/proc/slabinfo",
+                "/proc/sys",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
             _ => Vec::new(),
         }
     }
@@ -571,6 +768,19 @@ mod tests {
             cgroup,
             stat: &fake_stat,
             list: &fake_list,
+            idmap: true,
+            private_to: &fake_private,
+        }
+    }
+
+    fn fake_private(path: &Path, _deep: bool, _ids: (u32, u32)) -> Vec<(PathBuf, bool)> {
+        match path.to_str().unwrap() {
+            "/etc" => vec![
+                (PathBuf::from("/etc/shadow"), false),
+                (PathBuf::from("/etc/root-only.conf"), false),
+            ],
+            "/proc" => vec![(PathBuf::from("/proc/slabinfo"), false)],
+            _ => Vec::new(),
         }
     }
 
@@ -742,6 +952,35 @@ mod tests {
     }
 
     #[test]
+    fn without_a_pid_namespace_landlock_shows_no_host_process_in_proc() {
+        let policy = Policy::bundled("portable").unwrap();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let mut h = host(CgroupSupport::None);
+        (h.uid, h.gid) = (0, 0);
+        let plan = Plan::build(&policy, &req, &h).unwrap();
+        let ro = &plan.landlock.read_exec;
+        assert!(
+            plan.landlock.own_proc,
+            "each command gets its own /proc/PID"
+        );
+        assert!(ro.contains(&PathBuf::from("/proc/cpuinfo")));
+        assert!(ro.contains(&PathBuf::from("/proc/sys")));
+        for hidden in [
+            "/proc",
+            "/proc/1",
+            "/proc/self",
+            "/proc/slabinfo",
+            "/proc/keys",
+        ] {
+            assert!(
+                !ro.contains(&PathBuf::from(hidden)),
+                "{hidden} granted: {ro:?}"
+            );
+        }
+    }
+
+    #[test]
     fn empty_command_and_zero_timeout_are_refused() {
         let policy = Policy::bundled("default").unwrap();
         assert!(matches!(
@@ -768,6 +1007,104 @@ mod tests {
         let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
         assert_eq!((plan.uid, plan.gid), (1234, 99));
         assert!(plan.invoker_is_root);
+    }
+
+    #[test]
+    fn root_over_a_root_owned_template_maps_to_the_unused_id_through_idmapped_mounts() {
+        let policy = Policy::bundled("default").unwrap();
+        let mut h = host(CgroupSupport::None);
+        (h.uid, h.gid, h.template_owner) = (0, 0, (0, 0));
+        let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
+        assert_eq!(plan.uid_mapping, UidMapping::Idmapped);
+        assert_eq!(
+            (plan.uid, plan.gid),
+            (SANDBOX_ROOT_HOST_ID, SANDBOX_ROOT_HOST_ID)
+        );
+        let masked = |p: &str| {
+            plan.mounts
+                .iter()
+                .any(|m| matches!(m, MountStep::Mask { path, .. } if path == Path::new(p)))
+        };
+        // Nothing is host root inside: no list of root-only files is needed.
+        assert!(!masked("/etc/root-only.conf") && !masked("/proc/slabinfo"));
+    }
+
+    #[test]
+    fn where_idmapped_mounts_are_refused_root_only_host_files_are_masked() {
+        let policy = Policy::bundled("default").unwrap();
+        let mut h = host(CgroupSupport::None);
+        (h.uid, h.gid, h.template_owner, h.idmap) = (0, 0, (0, 0), false);
+        let plan = Plan::build(&policy, &request(&["true"]), &h).unwrap();
+        assert_eq!(plan.uid_mapping, UidMapping::TemplateOwner);
+        assert_eq!((plan.uid, plan.gid), (0, 0));
+        let masks: Vec<&Path> = plan
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountStep::Mask { path, .. } => Some(path.as_path()),
+                _ => None,
+            })
+            .collect();
+        for p in ["/etc/root-only.conf", "/proc/slabinfo", "/proc/keys"] {
+            assert!(masks.contains(&Path::new(p)), "{p} not masked: {masks:?}");
+        }
+        let shadow = masks.iter().filter(|p| **p == Path::new("/etc/shadow"));
+        assert_eq!(shadow.count(), 1, "a hidden path is masked once");
+        // The /proc masks come after /proc is mounted.
+        let proc = plan
+            .mounts
+            .iter()
+            .position(|m| *m == MountStep::Proc)
+            .unwrap();
+        let slab = plan
+            .mounts
+            .iter()
+            .position(|m| matches!(m, MountStep::Mask { path, .. } if path == Path::new("/proc/slabinfo")))
+            .unwrap();
+        assert!(proc < slab);
+    }
+
+    #[test]
+    fn the_files_that_name_the_machine_show_the_policys_values() {
+        let policy = Policy::bundled("default").unwrap();
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let hosts = plan.mounts.iter().find_map(|m| match m {
+            MountStep::Generated { path, content } if path == Path::new("/etc/hosts") => {
+                Some(content.clone())
+            }
+            _ => None,
+        });
+        let hosts = hosts.expect("/etc/hosts is replaced");
+        assert!(hosts.contains("127.0.0.1\tlocalhost") && hosts.contains("\tenvcraft\n"));
+        // The fake host has no /etc/hostname: nothing is made up for it.
+        assert!(!plan.mounts.iter().any(|m| matches!(m,
+            MountStep::Generated { path, .. } if path == Path::new("/etc/hostname"))));
+        let id = &policy.environment.machine_id;
+        assert_eq!(id.len(), 32);
+        let files = identity_files(&policy);
+        assert_eq!(
+            files[2],
+            (PathBuf::from("/etc/machine-id"), format!("{id}\n"))
+        );
+    }
+
+    #[test]
+    fn without_a_mount_namespace_unix_sockets_are_refused_unless_the_policy_allows_them() {
+        let mut policy = Policy::bundled("portable").unwrap();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let plan = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap();
+        assert!(plan.seccomp.deny_unix);
+        policy.network.allow_unix_sockets = true;
+        let plan = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap();
+        assert!(!plan.seccomp.deny_unix);
+        req.without_namespaces = false;
+        policy.network.allow_unix_sockets = false;
+        let plan = Plan::build(&policy, &req, &host(CgroupSupport::None)).unwrap();
+        assert!(
+            !plan.seccomp.deny_unix,
+            "a mount namespace keeps host sockets out of reach"
+        );
     }
 
     #[test]

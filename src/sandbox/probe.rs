@@ -30,9 +30,12 @@ impl HostFacts {
         }
     }
 
-    /// The plan's view of the host for a template owned by `template_owner`.
-    pub fn as_plan_host(&self, template_owner: (u32, u32)) -> Host<'static> {
+    /// The plan's view of the host for a template owned by `template_owner`; `idmap` says
+    /// whether idmapped mounts may be tried (see `plan::UidMapping`).
+    pub fn as_plan_host(&self, template_owner: (u32, u32), idmap: bool) -> Host<'static> {
         Host {
+            idmap: idmap && self.uid == 0,
+            private_to: &private_to_host,
             uid: self.uid,
             gid: self.gid,
             template_owner,
@@ -54,6 +57,48 @@ fn stat_host(path: &Path) -> HostEntry {
         Ok(m) if m.is_file() => HostEntry::File,
         Ok(_) => HostEntry::Special,
     }
+}
+
+/// How many entries one scan for root-only files looks at, at most, and how deep.
+const PRIVATE_SCAN_ENTRIES: usize = 50_000;
+const PRIVATE_SCAN_DEPTH: usize = 32;
+
+/// The entries below `dir` (all the way down when `deep`) that `ids` may read by owner or group
+/// permission and others may not; directories found so are not descended into.
+fn private_to_host(dir: &Path, deep: bool, ids: (u32, u32)) -> Vec<(PathBuf, bool)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let mut budget = PRIVATE_SCAN_ENTRIES;
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                tracing::warn!(dir = %dir.display(), "scan for root-only files stopped at its bound");
+                return found;
+            }
+            budget -= 1;
+            let path = entry.path();
+            let Ok(meta) = path.symlink_metadata() else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let mode = meta.mode();
+            let others_read = mode & 0o004 != 0;
+            let by_owner = meta.uid() == ids.0 && mode & 0o400 != 0;
+            let by_group = meta.gid() == ids.1 && mode & 0o040 != 0;
+            if !others_read && (by_owner || by_group) {
+                found.push((path, meta.is_dir()));
+            } else if deep && meta.is_dir() && depth < PRIVATE_SCAN_DEPTH {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    found
 }
 
 fn list_host(path: &Path) -> Vec<PathBuf> {

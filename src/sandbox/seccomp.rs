@@ -49,6 +49,10 @@ pub const DENIED: &[(&str, i64)] = &[
     ("fsmount", libc::SYS_fsmount),
     ("fspick", libc::SYS_fspick),
     ("mount_setattr", libc::SYS_mount_setattr),
+    // The mount API's later calls (6.8 and 6.15): numbers the libc crate may not name yet.
+    ("statmount", 457),
+    ("listmount", 458),
+    ("open_tree_attr", 467),
     ("unshare", libc::SYS_unshare),
     ("setns", libc::SYS_setns),
     ("keyctl", libc::SYS_keyctl),
@@ -197,6 +201,9 @@ fn deny_rules(plan: &SeccompPlan) -> Vec<(u32, Verdict)> {
     if plan.deny_inet {
         families.extend([libc::AF_INET, libc::AF_INET6]);
     }
+    if plan.deny_unix {
+        families.push(libc::AF_UNIX);
+    }
     rules.push((
         libc::SYS_socket as u32,
         Verdict::RefuseValues {
@@ -289,17 +296,23 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    fn every_plan() -> Vec<SeccompPlan> {
+        let mut plans = Vec::new();
+        for bits in 0..8u8 {
+            plans.push(SeccompPlan {
+                deny_netlink: bits & 1 != 0,
+                deny_inet: bits & 2 != 0,
+                deny_unix: bits & 4 != 0,
+            });
+        }
+        plans
+    }
+
     #[test]
     fn deny_list_compiles_for_every_plan() {
-        for deny_netlink in [false, true] {
-            for deny_inet in [false, true] {
-                let prog = deny_list(&SeccompPlan {
-                    deny_netlink,
-                    deny_inet,
-                })
-                .unwrap();
-                assert!(prog.len() > DENIED.len());
-            }
+        for plan in every_plan() {
+            let prog = deny_list(&plan).unwrap();
+            assert!(prog.len() > DENIED.len());
         }
     }
 
@@ -323,6 +336,9 @@ mod tests {
             "finit_module",
             "kexec_load",
             "open_by_handle_at",
+            "open_tree_attr",
+            "listmount",
+            "statmount",
         ] {
             assert!(names.contains(&required), "{required} missing");
         }
@@ -332,7 +348,7 @@ mod tests {
     fn netlink_is_denied_only_when_the_plan_says_so() {
         let with = deny_list(&SeccompPlan {
             deny_netlink: true,
-            deny_inet: false,
+            ..SeccompPlan::default()
         })
         .unwrap();
         let without = deny_list(&SeccompPlan::default()).unwrap();
@@ -369,7 +385,7 @@ mod tests {
     fn the_one_program_gives_the_verdicts_of_guard_then_deny_list() {
         let plan = SeccompPlan {
             deny_netlink: true,
-            deny_inet: false,
+            ..SeccompPlan::default()
         };
         let program = Program::compile(&plan).unwrap().instructions;
         let x86 = AUDIT_ARCH_X86_64;
@@ -457,6 +473,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_plan_without_unix_sockets_refuses_socket_but_not_socketpair() {
+        let plan = SeccompPlan {
+            deny_unix: true,
+            ..SeccompPlan::default()
+        };
+        let program = Program::compile(&plan).unwrap().instructions;
+        let x86 = AUDIT_ARCH_X86_64;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let unix = [libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+        let socket = libc::SYS_socket as u32;
+        assert_eq!(run(&program, x86, socket, unix), eperm);
+        let pair = libc::SYS_socketpair as u32;
+        assert_eq!(run(&program, x86, pair, unix), libc::SECCOMP_RET_ALLOW);
+        let allowing = Program::compile(&SeccompPlan::default())
+            .unwrap()
+            .instructions;
+        assert_eq!(run(&allowing, x86, socket, unix), libc::SECCOMP_RET_ALLOW);
+    }
+
     /// The same rules rendered by seccompiler (a linear chain): the reference the search is
     /// checked against.
     fn reference_deny_list(plan: &SeccompPlan) -> Vec<libc::sock_filter> {
@@ -483,6 +519,9 @@ mod tests {
         }
         if plan.deny_inet {
             families.extend([libc::AF_INET, libc::AF_INET6]);
+        }
+        if plan.deny_unix {
+            families.push(libc::AF_UNIX);
         }
         let eq = |arg, value| {
             let c = cond(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value);
@@ -544,12 +583,10 @@ mod tests {
                 }
             }
         }
-        for deny_netlink in [false, true] {
-            for deny_inet in [false, true] {
-                let plan = SeccompPlan {
-                    deny_netlink,
-                    deny_inet,
-                };
+        // Each flag both ways (all eight plans would double the test's time for nothing more).
+        let plans = every_plan();
+        for plan in [plans[0], plans[3], plans[4], plans[7]] {
+            {
                 let program = Program::compile(&plan).unwrap().instructions;
                 let reference = reference_deny_list(&plan);
                 for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
@@ -558,7 +595,7 @@ mod tests {
                             assert_eq!(
                                 run(&program, arch, nr, *a),
                                 reference_verdict(&reference, arch, nr, *a),
-                                "plan {deny_netlink}/{deny_inet} arch {arch:#x} nr {nr:#x} args {a:?}"
+                                "plan {plan:?} arch {arch:#x} nr {nr:#x} args {a:?}"
                             );
                         }
                     }

@@ -206,6 +206,11 @@ pub struct Network {
     pub allow_tcp_connect: Vec<u16>,
     /// Whether AF_NETLINK sockets may be created (needed by `ip`, not by ordinary programs).
     pub allow_netlink: bool,
+    /// Whether a run without a mount namespace (`portable`'s fallback) may create Unix
+    /// sockets with `socket` (and so reach a host daemon's socket by path). `socketpair`,
+    /// which names no path, is always allowed; with a mount namespace no host socket is in
+    /// reach and this changes nothing.
+    pub allow_unix_sockets: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,6 +244,9 @@ pub struct Environment {
     pub tz: String,
     pub lang: String,
     pub hostname: String,
+    /// What `/etc/machine-id` shows inside: 32 lowercase hex digits, the policy's
+    /// `machine_id` or one derived from the policy's name and hostname (never the host's).
+    pub machine_id: String,
     /// Host variables passed through when set (by name).
     pub pass: Vec<String>,
     /// Fixed extra variables.
@@ -407,6 +415,8 @@ struct RawNetwork {
     allow_tcp_connect: Vec<Spanned<i64>>,
     #[serde(default)]
     allow_netlink: bool,
+    #[serde(default)]
+    allow_unix_sockets: bool,
 }
 
 impl Default for RawNetwork {
@@ -416,6 +426,7 @@ impl Default for RawNetwork {
             allow_tcp_bind: Vec::new(),
             allow_tcp_connect: Vec::new(),
             allow_netlink: false,
+            allow_unix_sockets: false,
         }
     }
 }
@@ -444,6 +455,8 @@ struct RawEnvironment {
     lang: String,
     hostname: Spanned<String>,
     #[serde(default)]
+    machine_id: Option<Spanned<String>>,
+    #[serde(default)]
     pass: Vec<Spanned<String>>,
     #[serde(default)]
     set: BTreeMap<String, Spanned<String>>,
@@ -462,6 +475,27 @@ fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `id` is what `/etc/machine-id` holds: 32 lowercase hex digits, not all zero.
+fn is_machine_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && id.bytes().any(|b| b != b'0')
+}
+
+/// The machine id of a policy that names none: the first 128 bits of SHA-256 over the
+/// policy's name and hostname, so every machine shows the same id for the same policy.
+fn derived_machine_id(policy: &str, hostname: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("envcraft machine-id\0{policy}\0{hostname}"));
+    let mut id = String::with_capacity(32);
+    for byte in &digest[..16] {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
 }
 
 /// Variables the sandbox sets itself; a policy may not pass or override them.
@@ -609,6 +643,7 @@ impl Validator<'_> {
             allow_tcp_connect: self
                 .ports("network.allow_tcp_connect", &raw.network.allow_tcp_connect)?,
             allow_netlink: raw.network.allow_netlink,
+            allow_unix_sockets: raw.network.allow_unix_sockets,
         };
 
         let l = &raw.limits;
@@ -657,6 +692,18 @@ impl Validator<'_> {
                 "1 to 64 letters, digits, `-` or `.`",
             ));
         }
+        let machine_id = match &e.machine_id {
+            Some(id) if is_machine_id(id.get_ref()) => id.get_ref().clone(),
+            Some(id) => {
+                return Err(self.invalid(
+                    "environment.machine_id",
+                    id.span(),
+                    format!("is `{}`", id.get_ref()),
+                    "32 lowercase hexadecimal digits (as /etc/machine-id holds), not all zero",
+                ));
+            }
+            None => derived_machine_id(name, hostname),
+        };
         let mut pass = Vec::new();
         for var in &e.pass {
             let name = var.get_ref();
@@ -688,6 +735,7 @@ impl Validator<'_> {
             tz: e.tz.clone(),
             lang: e.lang.clone(),
             hostname: hostname.clone(),
+            machine_id,
             pass,
             set,
         };

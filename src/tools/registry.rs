@@ -72,7 +72,7 @@ pub fn file_tool_names() -> Vec<&'static str> {
 /// Run the tool `name` with `args` (a JSON object) in a session's `context`.
 pub fn call(context: &mut Context<'_>, name: &str, args: &Value) -> ToolResult {
     match find(name).map(|t| &t.run) {
-        Some(Run::Files(run)) => run(context.root, args, context.now).into(),
+        Some(Run::Files(run)) => as_owner(context.root, || run(context.root, args, context.now)),
         Some(Run::Sandbox(run)) => run(context, args),
         None => unknown(name, &TOOLS.iter().map(|t| t.name).collect::<Vec<_>>()),
     }
@@ -87,9 +87,18 @@ pub fn call_file_tool(
     now: SystemTime,
 ) -> ToolResult {
     match find(name).map(|t| &t.run) {
-        Some(Run::Files(run)) => run(root, args, now).into(),
+        Some(Run::Files(run)) => as_owner(root, || run(root, args, now)),
         _ => unknown(name, &file_tool_names()),
     }
+}
+
+/// A file tool's run as the workspace's owner (the sandbox's root: its own files, and the
+/// permissions it has), not as host root.
+fn as_owner(
+    root: &WorkspaceRoot,
+    run: impl FnOnce() -> Result<Value, ToolError>,
+) -> ToolResult {
+    crate::sys::with_fs_ids(root.owner(), run).into()
 }
 
 fn unknown(name: &str, known: &[&str]) -> ToolResult {

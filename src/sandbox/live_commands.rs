@@ -1,0 +1,396 @@
+//! A live sandbox's commands (see [`super`]): background commands, signals, and the
+//! supervision of one command to its end (output captured with a cap, the wall-clock limit).
+
+use super::*;
+
+impl Sandbox {
+    /// Wait (at most 1 s) for one of the background commands to be reported ended: one that
+    /// just exited, or was just killed, has its report on the way.
+    pub(super) fn await_an_end(&mut self) -> Result<(), SandboxError> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            let channel = self.channel();
+            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(10u8));
+            if self.background()?.iter().any(|b| b.ended) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The background commands, with everything they printed and how they ended so far.
+    pub fn background(&mut self) -> Result<&[Background], SandboxError> {
+        // Reports waiting on the channel (ends of background commands).
+        loop {
+            let channel = self.channel();
+            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
+                break;
+            }
+            match self.channel().recv() {
+                Ok(Some((report, fds))) => {
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let cap = self.plan.output_bytes as usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        let pending = std::mem::take(&mut self.pending);
+        let mut keep = Vec::new();
+        for report in pending {
+            let target = match &report {
+                Report::Exited { id, .. } | Report::Signaled { id, .. } => {
+                    self.background.iter_mut().find(|b| b.id == *id)
+                }
+                _ => None,
+            };
+            match (target, report) {
+                (Some(b), Report::Exited { code, .. }) => {
+                    b.exit_code = Some(code);
+                    b.ended = true;
+                }
+                (Some(b), Report::Signaled { signal, .. }) => {
+                    b.signal = Some(signal);
+                    b.ended = true;
+                }
+                (_, other) => keep.push(other),
+            }
+        }
+        self.pending = keep;
+        for b in &mut self.background {
+            for (pipe, sink, truncated) in [
+                (&mut b.out, &mut b.stdout, &mut b.stdout_truncated),
+                (&mut b.err, &mut b.stderr, &mut b.stderr_truncated),
+            ] {
+                while let Some(fd) = pipe.as_ref() {
+                    match nix::unistd::read(fd, &mut buf) {
+                        Ok(0) => *pipe = None,
+                        Ok(n) => *truncated |= append_capped(sink, &buf[..n], cap),
+                        Err(nix::errno::Errno::EAGAIN) => break,
+                        Err(_) => *pipe = None,
+                    }
+                }
+            }
+            if let Some((pid, _)) = &b.direct
+                && !b.ended
+            {
+                match waitpid(*pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(_, code)) => {
+                        b.exit_code = Some(code);
+                        b.ended = true;
+                    }
+                    Ok(WaitStatus::Signaled(_, s, _)) => {
+                        b.signal = Some(s as i32);
+                        b.ended = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(&self.background)
+    }
+
+    /// Kill background command `id` and its process group; false if there is none.
+    pub fn kill_background(&mut self, id: u64) -> bool {
+        let Some(b) = self.background.iter().find(|b| b.id == id) else {
+            return false;
+        };
+        if !b.ended {
+            let direct = b.direct.as_ref().map(|(p, _)| *p);
+            self.signal(id, direct, Signal::SIGKILL);
+        }
+        true
+    }
+
+    /// Ask the sandbox to signal command `id`'s process group.
+    pub(super) fn signal(&self, id: u64, direct: Option<Pid>, signal: Signal) {
+        match (&self.backend, direct) {
+            (_, Some(pid)) => {
+                let _ = killpg(pid, signal);
+                let _ = kill(pid, signal);
+            }
+            (Backend::Namespaced { channel, .. }, None) => {
+                let _ = channel.send(
+                    &Report::Signal {
+                        id,
+                        signal: signal as i32,
+                    },
+                    &[],
+                );
+            }
+            (Backend::Host { .. }, None) => {}
+        }
+    }
+
+    pub(super) fn channel(&self) -> &Channel {
+        match &self.backend {
+            Backend::Namespaced { channel, .. } => channel,
+            Backend::Host { parent_end, .. } => parent_end,
+        }
+    }
+
+    pub(super) fn supervise(
+        &mut self,
+        id: u64,
+        request: &ExecRequest,
+        out: OwnedFd,
+        err: OwnedFd,
+        direct: Option<(Pid, OwnedFd)>,
+        start: Instant,
+    ) -> Result<ExecResult, SandboxError> {
+        let mut r = ExecResult::default();
+        let cap = self.plan.output_bytes as usize;
+        let deadline = start + request.timeout;
+        // After the command ended, how long to keep draining output still held by processes
+        // it left behind (in a session they live on; see the `process` tool).
+        let grace = Duration::from_millis(200);
+        let mut ended_at: Option<Instant> = None;
+        let (mut out_open, mut err_open) = (true, true);
+        // A pipe is closed once it is no longer read: at its end, or when passing its output
+        // through failed (envcraft's own stdout went away, as in `envcraft exec ... | head`), so
+        // that the command's next write fails as it would have without envcraft in between.
+        let (mut out, mut err) = (Some(out), Some(err));
+        let mut buf = vec![0u8; 64 * 1024];
+        // Both stop being watched once they close after the command's end (after
+        // `exec_last`, the init ends the sandbox and exits on its own).
+        let mut channel_open = true;
+        let mut init_pidfd = match &self.backend {
+            Backend::Namespaced { pidfd, .. } => Some(
+                pidfd
+                    .try_clone()
+                    .map_err(os("duplicate the init's pidfd"))?,
+            ),
+            Backend::Host { .. } => None,
+        };
+        let direct_pid = direct.as_ref().map(|(p, _)| *p);
+        loop {
+            let now = Instant::now();
+            if ended_at.is_none() && now >= deadline && !r.timed_out {
+                r.timed_out = true;
+                self.signal(id, direct_pid, Signal::SIGKILL);
+                if let Some(cg) = &self.cgroup
+                    && direct.is_some()
+                {
+                    cg.kill_all();
+                }
+            }
+            if let Some(t) = ended_at
+                && (now >= t + grace || !(out_open || err_open))
+            {
+                break;
+            }
+            let wait_until = match ended_at {
+                Some(t) => t + grace,
+                None if r.timed_out => now + Duration::from_secs(5),
+                None => deadline,
+            };
+            let timeout_ms = wait_until
+                .saturating_duration_since(now)
+                .as_millis()
+                .clamp(1, 60_000) as i32;
+            let channel = self.channel();
+            let mut fds = Vec::with_capacity(5);
+            let mut slots = [usize::MAX; 5];
+            if channel_open {
+                slots[4] = 0;
+                fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
+            }
+            for (slot, (open, fd)) in [(out_open, &out), (err_open, &err)].into_iter().enumerate() {
+                if let (true, Some(fd)) = (open, fd) {
+                    slots[slot] = fds.len();
+                    fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                }
+            }
+            if let Some(pidfd) = &init_pidfd {
+                slots[2] = fds.len();
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some((_, pidfd)) = &direct {
+                slots[3] = fds.len();
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(
+                &mut fds,
+                PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::MAX),
+            ) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(nix_os("poll the sandbox")(e)),
+            }
+            let ready = |slot: usize| {
+                slots[slot] != usize::MAX
+                    && fds[slots[slot]].revents().is_some_and(|r| !r.is_empty())
+            };
+            let ch_ready = ready(4);
+            let (out_ready, err_ready, init_gone, direct_done) =
+                (ready(0), ready(1), ready(2), ready(3));
+            drop(fds);
+            for (ready, pipe, open, sink, truncated, stream) in [
+                (
+                    out_ready,
+                    &out,
+                    &mut out_open,
+                    &mut r.stdout,
+                    &mut r.stdout_truncated,
+                    1,
+                ),
+                (
+                    err_ready,
+                    &err,
+                    &mut err_open,
+                    &mut r.stderr,
+                    &mut r.stderr_truncated,
+                    2,
+                ),
+            ] {
+                let (true, Some(pipe)) = (ready, pipe) else {
+                    continue;
+                };
+                match nix::unistd::read(pipe, &mut buf) {
+                    Ok(0) | Err(_) => *open = false,
+                    Ok(n) => {
+                        let kept = sink.len();
+                        *truncated |= append_capped(sink, &buf[..n], cap);
+                        if request.output == OutputMode::PassThrough {
+                            let passed = match stream {
+                                1 => io::stdout()
+                                    .write_all(&sink[kept..])
+                                    .and_then(|_| io::stdout().flush()),
+                                _ => io::stderr().write_all(&sink[kept..]),
+                            };
+                            if passed.is_err() {
+                                *open = false;
+                            }
+                        }
+                    }
+                }
+            }
+            if !out_open {
+                out = None;
+            }
+            if !err_open {
+                err = None;
+            }
+            if ch_ready {
+                match self.channel().recv() {
+                    Ok(Some((report, fds))) => {
+                        if let Some(other) = self.absorb(report, fds)? {
+                            self.pending.push(other);
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        if init_pidfd.is_some() && ended_at.is_none() {
+                            return Err(SandboxError::Lost);
+                        }
+                        channel_open = false;
+                    }
+                }
+            }
+            if let Some(ended) = self.take_ending(id, &mut r, request)? {
+                ended_at.get_or_insert(ended);
+            }
+            if direct_done && ended_at.is_none() {
+                if let Some((pid, _)) = &direct {
+                    match waitpid(*pid, None) {
+                        Ok(WaitStatus::Exited(_, code)) => r.exit_code = r.exit_code.or(Some(code)),
+                        Ok(WaitStatus::Signaled(_, s, _)) => r.signal = Some(s as i32),
+                        _ => {}
+                    }
+                    // Without a PID namespace what the command left behind ends now.
+                    let _ = killpg(*pid, Signal::SIGKILL);
+                }
+                ended_at = Some(Instant::now());
+            }
+            if init_gone && ended_at.is_none() {
+                // The init exited. After `exec_last` it does once the command has ended, and
+                // the report of that end is queued; otherwise it died, and what it said last
+                // (a failed setup step) explains why.
+                while let Ok(Some((report, fds))) = self.channel().recv() {
+                    if let Some(other) = self.absorb(report, fds)? {
+                        self.pending.push(other);
+                    }
+                }
+                channel_open = false;
+                match self.take_ending(id, &mut r, request)? {
+                    Some(ended) => ended_at = Some(ended),
+                    None => return Err(SandboxError::Lost),
+                }
+            }
+            if init_gone {
+                init_pidfd = None;
+            }
+        }
+        if r.exit_code.is_none() && r.signal.is_none() && r.timed_out {
+            r.signal = Some(Signal::SIGKILL as i32);
+        }
+        r.duration = start.elapsed();
+        Ok(r)
+    }
+
+    /// Consume the pending reports about command `id`; `Some(now)` once it has ended.
+    pub(super) fn take_ending(
+        &mut self,
+        id: u64,
+        r: &mut ExecResult,
+        request: &ExecRequest,
+    ) -> Result<Option<Instant>, SandboxError> {
+        let mut ended = None;
+        let mut keep = Vec::new();
+        for report in std::mem::take(&mut self.pending) {
+            match report {
+                Report::SetupFailed {
+                    id: Some(i),
+                    step,
+                    errno,
+                    detail,
+                } if i == id => {
+                    return Err(SandboxError::Setup {
+                        step,
+                        errno,
+                        detail,
+                    });
+                }
+                Report::CommandReady {
+                    id: i, landlock, ..
+                } if i == id => {
+                    self.landlock = Some(landlock);
+                }
+                Report::ExecFailed {
+                    id: i,
+                    errno,
+                    exit_code,
+                } if i == id => {
+                    let message = match exit_code {
+                        127 => format!("envcraft: {}: command not found\n", request.argv[0]),
+                        _ => format!(
+                            "envcraft: {}: cannot execute: {}\n",
+                            request.argv[0],
+                            io::Error::from_raw_os_error(errno)
+                        ),
+                    };
+                    r.stderr.extend_from_slice(message.as_bytes());
+                    if request.output == OutputMode::PassThrough {
+                        let _ = io::stderr().write_all(message.as_bytes());
+                    }
+                    r.exit_code = Some(exit_code);
+                }
+                Report::Exited { id: i, code } if i == id => {
+                    r.exit_code = r.exit_code.or(Some(code));
+                    ended = Some(Instant::now());
+                }
+                Report::Signaled { id: i, signal } if i == id => {
+                    if r.exit_code.is_none() {
+                        r.signal = Some(signal);
+                    }
+                    ended = Some(Instant::now());
+                }
+                other => keep.push(other),
+            }
+        }
+        self.pending = keep;
+        Ok(ended)
+    }
+}

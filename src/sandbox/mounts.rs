@@ -1,0 +1,231 @@
+//! The mount helpers of the sandbox's init: binds, masks, tmpfs, `/dev`, and the plan's mount
+//! steps applied below the new root (steps 4 and 5 of the table in [`super::child`]).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+
+use super::child::{StateDirs, Step, StepError};
+use super::plan::{DEVICES, MountStep};
+
+/// The overlay `lowerdir` value for `n` layers bound at `lower0..`, relative to the state
+/// directory (its own path may hold `,` or `:`).
+pub(super) fn lowerdir(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("lower{i}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A directory of compatibility commands inside every sandbox (`python` → `python3`).
+pub const COMPAT_BIN: &str = "/.envcraft/bin";
+
+/// `root` + an absolute sandbox path.
+pub(super) fn below(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Flags of an existing mount that a user namespace may not clear (they are locked), to be
+/// repeated when remounting.
+pub(super) fn locked_flags(path: &Path) -> MsFlags {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let mut flags = MsFlags::empty();
+    if let Ok(st) = statvfs(path) {
+        let f = st.flags();
+        for (fs_flag, ms_flag) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if f.contains(fs_flag) {
+                flags |= ms_flag;
+            }
+        }
+    }
+    flags
+}
+
+/// Bind `source` on `target` (non-recursive), read-only when asked.
+pub(super) fn bind(source: &Path, target: &Path, read_only: bool) -> nix::Result<()> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )?;
+    if read_only {
+        let flags = MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | locked_flags(source);
+        mount(None::<&str>, target, None::<&str>, flags, None::<&str>)?;
+    }
+    Ok(())
+}
+
+/// Attach at `target` (made as a directory) a detached tree envcraft made (read-only already).
+pub(super) fn attach_dir_at(
+    tree: std::os::fd::BorrowedFd<'_>,
+    target: &Path,
+) -> Result<(), StepError> {
+    fs::create_dir_all(target).step(&format!("create {}", target.display()))?;
+    crate::sys::attach_tree(tree, target).step(&format!("attach the idmapped {}", target.display()))
+}
+
+pub(super) fn make_mountpoint(target: &Path, dir: bool) -> io::Result<()> {
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    if dir {
+        fs::create_dir_all(target)
+    } else if target.symlink_metadata().is_err() {
+        fs::write(target, b"")
+    } else {
+        Ok(())
+    }
+}
+
+pub(super) fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()> {
+    let opts = format!("size={bytes},mode={mode:o}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
+        Some(opts.as_str()),
+    )
+}
+
+pub(super) fn apply_mount(
+    step: &MountStep,
+    root: &Path,
+    dirs: &StateDirs,
+    workspace: &Path,
+) -> Result<(), StepError> {
+    match step {
+        MountStep::BindReadOnly { path, dir } => {
+            let target = below(root, path);
+            make_mountpoint(&target, *dir).step(&format!("create {}", path.display()))?;
+            bind(path, &target, true).step(&format!("bind {}", path.display()))
+        }
+        MountStep::BindDirAt { source, target } => {
+            let at = below(root, target);
+            fs::create_dir_all(&at).step(&format!("create {}", target.display()))?;
+            bind(source, &at, true).step(&format!("bind {}", target.display()))
+        }
+        MountStep::Symlink { path, target } => {
+            let link = below(root, path);
+            if let Some(parent) = link.parent() {
+                fs::create_dir_all(parent).step("create a symlink's parent")?;
+            }
+            std::os::unix::fs::symlink(target, &link).step(&format!("symlink {}", path.display()))
+        }
+        MountStep::Mask { path, dir } => {
+            // An empty file, or an empty directory of mode 000, bound from the read-only
+            // scratch tmpfs: read-only, nosuid, nodev and noexec as bound (see step 3).
+            let source = if *dir {
+                dirs.mask_dir()
+            } else {
+                dirs.mask_file()
+            };
+            bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
+        }
+        MountStep::Generated { path, .. } => {
+            // Written in step 3, bound from the read-only scratch tmpfs like the masks.
+            bind(&dirs.generated(path), &below(root, path), false)
+                .step(&format!("show the policy's {}", path.display()))
+        }
+        MountStep::Tmpfs { path, bytes, mode } => {
+            let target = below(root, path);
+            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
+            tmpfs(&target, *bytes, *mode, MsFlags::empty())
+                .step(&format!("mount tmpfs on {}", path.display()))
+        }
+        MountStep::Dev { shm_bytes } => mount_dev(root, *shm_bytes),
+        MountStep::WorkspaceAlias { path } => {
+            let target = below(root, path);
+            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
+            let workspace = below(root, workspace);
+            mount(
+                Some(&workspace),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .step(&format!("bind the workspace at {}", path.display()))
+        }
+        MountStep::Proc => {
+            let target = root.join("proc");
+            fs::create_dir_all(&target).step("create /proc")?;
+            mount(
+                Some("proc"),
+                &target,
+                Some("proc"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .step("mount /proc")
+        }
+        MountStep::ClockShim => {
+            use std::os::unix::fs::PermissionsExt;
+            let path = below(root, Path::new(crate::clock_shim::SHIM_PATH));
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).step("create the shim's directory")?;
+            }
+            fs::write(&path, crate::clock_shim::SHIM).step("install the clock shim")?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o555))
+                .step("install the clock shim")?;
+            // `python` for scripts that call it so (graders do, as often as `python3`), where
+            // the system has only python3: /.envcraft/bin is on the verifier policy's PATH.
+            let bin = below(root, Path::new(COMPAT_BIN));
+            fs::create_dir_all(&bin).step("create /.envcraft/bin")?;
+            if !Path::new("/usr/bin/python").exists() && Path::new("/usr/bin/python3").exists() {
+                std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python"))
+                    .step("link python to python3")?;
+            }
+            Ok(())
+        }
+        MountStep::Workspace { .. } => Ok(()), // handled by mount_workspace
+    }
+}
+
+pub(super) fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
+    let dev = root.join("dev");
+    fs::create_dir_all(&dev).step("create /dev")?;
+    tmpfs(&dev, 64 * 1024, 0o755, MsFlags::MS_NOEXEC).step("mount /dev")?;
+    for name in DEVICES {
+        let host = Path::new("/dev").join(name);
+        if host.exists() {
+            let target = dev.join(name);
+            fs::write(&target, b"").step("create a device node mountpoint")?;
+            mount(
+                Some(&host),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .step(&format!("bind /dev/{name}"))?;
+        }
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link)).step("create /dev symlinks")?;
+    }
+    let shm = dev.join("shm");
+    fs::create_dir(&shm).step("create /dev/shm")?;
+    tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
+}
