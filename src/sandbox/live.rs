@@ -31,10 +31,10 @@ use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
 
-#[path = "freeze.rs"]
-pub(crate) mod freeze;
 #[path = "live_commands.rs"]
 mod commands;
+#[path = "freeze.rs"]
+pub(crate) mod freeze;
 #[path = "live_start.rs"]
 mod start;
 pub use self::start::Prestart;

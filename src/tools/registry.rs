@@ -94,10 +94,7 @@ pub fn call_file_tool(
 
 /// A file tool's run as the workspace's owner (the sandbox's root: its own files, and the
 /// permissions it has), not as host root.
-fn as_owner(
-    root: &WorkspaceRoot,
-    run: impl FnOnce() -> Result<Value, ToolError>,
-) -> ToolResult {
+fn as_owner(root: &WorkspaceRoot, run: impl FnOnce() -> Result<Value, ToolError>) -> ToolResult {
     crate::sys::with_fs_ids(root.owner(), run).into()
 }
 
