@@ -13,8 +13,9 @@
 //!   way to walk and copy a tree the agent made (`workspace::tree`).
 //! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript.
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
-//!   `ls`, `glob`, `grep`), their JSON schemas and structured results; every path resolved
-//!   beneath the workspace by the kernel.
+//!   `ls`, `glob`, `grep`, `exec`, `process`, `skill`), one file each and listed once
+//!   (`tools::TOOLS`), their JSON schemas and structured results; every path resolved beneath
+//!   the workspace by the kernel.
 //! - [`verify`]: verifiers: hash manifests of trees (parallel SHA-256, incremental from the
 //!   overlay's upper layer), `expected.json`, and the checks and reward of a final workspace.
 //! - [`json`]: JSON text of values as `serde_json` writes it, strings scanned a word at a time

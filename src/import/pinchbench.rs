@@ -14,7 +14,7 @@
 //! scores 0; a `hybrid` one scores its automated part, and `source.json` records the judge's
 //! weight.
 //!
-//! The front matter is read by [`super::front_matter`], a bounded, linear-time reader of the
+//! The front matter is read by [`crate::spec::front_matter`], a bounded, linear-time reader of the
 //! YAML subset PinchBench uses.
 
 use std::path::{Path, PathBuf};

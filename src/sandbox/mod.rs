@@ -7,11 +7,17 @@
 //!   with a cap, a wall-clock limit, the process group killed at its end) and reads the
 //!   changes from the upper layer it was handed; closing it ends everything (the PID
 //!   namespace makes that exact);
-//! - this module holds the types a run reports and [`run`], one command in a fresh sandbox;
+//! - this module holds the types a run reports and [`execute`], one command in a fresh sandbox;
 //! - [`probe`] says what this machine can enforce (`envcraft doctor`);
 //! - `idmap` makes the idmapped trees that show a root-owned template as the sandbox root's
 //!   while that root is no host root; `mounts` and `serve` hold the init's mount helpers and
-//!   its service loop.
+//!   its service loop; `live_start`, `live_commands` and `freeze` are [`live`]'s start, its
+//!   commands' supervision, and the stop/continue of a sandbox's processes while its changes
+//!   are read;
+//! - [`seccomp`] and [`landlock`] compile the plan's rules; [`cgroup`] makes, joins and parks
+//!   the run's cgroups; [`channel`] is the socket to the init and its messages; [`spawn`] the
+//!   raw start of a command (`CLONE_VM | CLONE_VFORK`); [`netns`] the network namespace, made
+//!   by a helper of the init; [`stale`] sweeps what killed runs left.
 //!
 //! Restrictions are applied only in the cloned processes, never in envcraft itself.
 //! [`execute`] must be called from a single-threaded process (the CLI is one).
