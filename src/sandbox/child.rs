@@ -160,22 +160,64 @@ fn wait_for_any(channel: &Channel) -> Result<(Report, Vec<OwnedFd>), StepError> 
 }
 
 fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
-    // 1. The parent plans the run, maps our uid, then sends the plan. No signal ignored by
-    // envcraft (or by whoever started it) is passed on to the commands.
+    // The rows of the table above, in order; each function's comment says why it comes where
+    // it does.
+    let network = start_network(make_network)?; // 1 (the network namespace's helper)
+    make_root_private()?; // 2
+    let mut init = receive_plan(channel, network)?; // 1 (the plan, hostname, seccomp, uid 0)
+    make_scratch(&init)?; // 3
+    seed_from_parent(&init)?; // 3 (a fork's changes)
+    bind_template(&mut init)?; // 4
+    let kind = build_root(&mut init)?; // 5
+    hand_over_workspace(channel, &init, kind)?; // 6
+    join_network(&mut init)?; // 7
+    enter_root(&init)?; // 8
+    seal_root(channel, &init)?; // 9
+    let home = join_cgroup(channel)?; // 10
+    let landlock = apply_landlock(&init)?; // 11
+    restrict_current_process(&init.seccomp)?; // 12
+    channel.send(&Report::Ready, &[]).step("report ready")?;
+    serve(landlock, &init.plan, channel)?; // 13-16, per command
+    stop(home, channel); // 17
+    Ok(0)
+}
+
+/// What the init holds between its steps, once the plan has come.
+struct Init {
+    plan: Box<Plan>,
+    dirs: StateDirs,
+    /// The network namespace being made by the helper (joined at step 7).
+    network: Option<netns::Making>,
+    /// Setting our hostname, done as the plan arrives; reported at step 7.
+    own_hostname: Result<(), StepError>,
+    seccomp: Program,
+    /// A fork's parent's changes: (its layer, what kind of workspace it had).
+    seed: Option<(OwnedFd, WorkspaceKind)>,
+    /// The idmapped trees envcraft made for us (see `idmap`): the layers, then the binds.
+    trees: std::vec::IntoIter<OwnedFd>,
+    /// How many trees came (0 without idmapping).
+    idmapped: usize,
+}
+
+/// 1. Begin the network namespace at once, on the guess the clone was given: the longest of
+/// the steps, it needs neither the plan nor a uid/gid map, so its helper makes it beside
+/// everything up to step 7 (see `netns`). Also: the parent-death signal, and no signal ignored
+/// by envcraft (or by whoever started it) passed on to the commands.
+fn start_network(make_network: bool) -> Result<Option<netns::Making>, StepError> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .step("set parent-death signal")?;
-    // Step 7's work starts here, while the parent plans the run and writes our uid/gid maps:
-    // the network namespace needs neither. The longest of the steps, it is made beside
-    // everything up to step 7 (see `netns`), and its outcome is reported there.
-    let start_network = || {
-        netns::Making::start()
-            .step("start making the network namespace")
-            .map(Some)
+    let network = if make_network {
+        Some(netns::Making::start().step("start making the network namespace")?)
+    } else {
+        None
     };
-    let mut network = if make_network { start_network()? } else { None };
     sys::reset_ignored_signals().step("reset ignored signals")?;
-    // 2. Nothing below propagates to the host. Needs neither the plan nor a uid/gid map (the
-    // mount namespace is ours from the clone on), so it is done while the parent plans.
+    Ok(network)
+}
+
+/// 2. Nothing below propagates to the host. Needs neither the plan nor a uid/gid map (the
+/// mount namespace is ours from the clone on), so it is done while the parent plans.
+fn make_root_private() -> Result<(), StepError> {
     mount(
         None::<&str>,
         "/",
@@ -183,7 +225,15 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .step("make / private")?;
+    .step("make / private")
+}
+
+/// 1. The plan (`Start`, sent once the parent has written our uid/gid maps): put right the
+/// network guess (a namespace nobody wants goes, dropping it reaps the helper; a wanted one is
+/// begun now), set the hostname, compile the seccomp program, take the descriptors that came
+/// with it, and become uid and gid 0 of the namespace: only now do our credentials mean the
+/// mapped host user.
+fn receive_plan(channel: &Channel, network: Option<netns::Making>) -> Result<Init, StepError> {
     let (start, fds) = wait_for_any(channel)?;
     let Report::Start {
         plan,
@@ -196,39 +246,52 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
             "unexpected first message".into(),
         ));
     };
-    let plan = &*plan;
-    let dirs = &StateDirs { base: state_dir };
-    // The guess made at the clone may be wrong either way: a namespace nobody wants goes
-    // (dropping it reaps the helper and closes it), a wanted one is begun now.
-    match (plan.network_namespace, network.is_some()) {
-        (true, false) => network = start_network()?,
-        (false, true) => network = None,
-        _ => {}
-    }
+    let network = match (plan.network_namespace, network) {
+        (true, None) => Some(netns::Making::start().step("start making the network namespace")?),
+        (false, Some(_)) => None,
+        (_, network) => network,
+    };
     let own_hostname = nix::unistd::sethostname(&plan.hostname).step("set the hostname");
-    let seccomp = &Program::compile(&plan.seccomp)
+    let seccomp = Program::compile(&plan.seccomp)
         .map_err(|e| fail("compile the seccomp program", crate::error::chain(&e)))?;
     let mut fds = fds.into_iter();
-    let seed = seed_kind.and_then(|_| fds.next());
-    // The idmapped trees envcraft made for us (see `idmap`): the layers, then the binds.
+    let seed = match seed_kind {
+        Some(kind) => fds.next().map(|fd| (fd, kind)),
+        None => None,
+    };
     let trees: Vec<OwnedFd> = fds.collect();
-    let expected = match plan.uid_mapping {
-        UidMapping::Idmapped => super::idmap::sources(plan).len(),
+    let idmapped = match plan.uid_mapping {
+        UidMapping::Idmapped => super::idmap::sources(&plan).len(),
         _ => 0,
     };
-    if trees.len() != expected {
+    if trees.len() != idmapped {
         return Err(fail(
             "receive the idmapped trees",
-            format!("{} came, {expected} expected", trees.len()),
+            format!("{} came, {idmapped} expected", trees.len()),
         ));
     }
-    let mut trees = trees.into_iter();
     crate::sys::become_namespace_root(plan.invoker_is_root)
         .step("become uid and gid 0 of the namespace")?;
+    Ok(Init {
+        plan,
+        dirs: StateDirs { base: state_dir },
+        network,
+        own_hostname,
+        seccomp,
+        seed,
+        trees: trees.into_iter(),
+        idmapped,
+    })
+}
 
-    // 3. A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the
-    // host sees one directory made and removed per run; the layer tmpfs in it holds the
-    // overlay's upper and work directories (or the copy).
+/// 3. A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the host
+/// sees one directory made and removed per run; the layer tmpfs in it (sized by the workspace
+/// limit) holds the overlay's upper and work directories (or the copy): a disk fill ends in
+/// ENOSPC there, never on the host's disk. Then the masks and the generated files, and the
+/// scratch becomes read-only, nosuid, nodev and noexec: a bind mount takes the flags of the
+/// mount it comes from, so what is bound from it needs no remount of its own.
+fn make_scratch(init: &Init) -> Result<(), StepError> {
+    let (plan, dirs) = (&*init.plan, &init.dirs);
     mount(
         Some("envcraft-scratch"),
         &dirs.base,
@@ -267,10 +330,6 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
                 .step(&format!("write the sandbox's {}", path.display()))?;
         }
     }
-    // Nothing more is made in the scratch tmpfs itself (the layer is a mount of its own): it
-    // becomes read-only, so that a bind of the masks (or of anything else in it) is read-only,
-    // nosuid, nodev and noexec from the start: a bind mount takes the flags of the mount it
-    // comes from, and needs no remount of its own.
     mount(
         None::<&str>,
         &dirs.base,
@@ -283,26 +342,38 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
             | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .step("make the scratch tmpfs read-only")?;
-    // A fork starts from its parent's changes: an upper layer (whiteouts and opaque
-    // directories included) copied into ours before the overlay is mounted, or a full copy.
-    let seed_path = seed
-        .as_ref()
-        .map(|fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())));
-    let seed = match (&seed_path, seed_kind) {
-        (Some(path), Some(kind)) => Some((path.as_path(), kind)),
-        _ => None,
-    };
-    if let Some((from, WorkspaceKind::Overlay)) = seed {
-        let upper = layer.join("upper");
-        crate::workspace::copy::copy_layer(from, &upper, Setid::Keep, plan.workspace_bytes)
+    .step("make the scratch tmpfs read-only")
+}
+
+/// Where a fork's parent's layer is read from: its descriptor, by `/proc/self/fd`.
+fn seed_path(init: &Init) -> Option<(PathBuf, WorkspaceKind)> {
+    init.seed.as_ref().map(|(fd, kind)| {
+        (
+            PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+            *kind,
+        )
+    })
+}
+
+/// 3. A fork starts from its parent's changes: an upper layer (whiteouts and opaque
+/// directories included) copied into ours before the overlay is mounted over it (a copy
+/// workspace is copied at step 5).
+fn seed_from_parent(init: &Init) -> Result<(), StepError> {
+    if let Some((from, WorkspaceKind::Overlay)) = seed_path(init) {
+        let upper = init.dirs.layer().join("upper");
+        crate::workspace::copy::copy_layer(&from, &upper, Setid::Keep, init.plan.workspace_bytes)
             .map_err(|e| fail("copy the parent's changes", crate::error::chain(&e)))?;
     }
+    Ok(())
+}
 
-    // 4. The template's layers, read-only, as the lower layers, and their union (the view the
-    // changes are measured against).
+/// 4. The template's layers, read-only, as the lower layers (attached from the idmapped trees
+/// envcraft made, or bound), and their union: the view the changes are measured against. The
+/// overlay's lower layers can never be written, whatever overlayfs does.
+fn bind_template(init: &mut Init) -> Result<(), StepError> {
+    let (plan, dirs) = (&*init.plan, &init.dirs);
     for (i, layer) in plan.lowers.iter().enumerate() {
-        match trees.next() {
+        match init.trees.next() {
             // Made read-only, nosuid and nodev by envcraft, with the sandbox's root as owner.
             Some(tree) => sys::attach_tree(tree.as_fd(), &dirs.lower(i))
                 .step("attach the idmapped template")?,
@@ -311,23 +382,26 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     }
     if plan.lowers.len() == 1 {
         // A bind of the read-only lower0 is read-only as it is (it takes lower0's flags).
-        bind(&dirs.lower(0), &dirs.view(), false).step("bind the template view")?;
-    } else {
-        chdir(&dirs.base).step("enter the state directory")?;
-        let opts = format!("lowerdir={},userxattr", lowerdir(plan.lowers.len()));
-        let merged = mount(
-            Some("envcraft-view"),
-            "view",
-            Some("overlay"),
-            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(opts.as_str()),
-        );
-        chdir("/").step("leave the state directory")?;
-        merged.step("merge the template layers")?;
+        return bind(&dirs.lower(0), &dirs.view(), false).step("bind the template view");
     }
+    chdir(&dirs.base).step("enter the state directory")?;
+    let opts = format!("lowerdir={},userxattr", lowerdir(plan.lowers.len()));
+    let merged = mount(
+        Some("envcraft-view"),
+        "view",
+        Some("overlay"),
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts.as_str()),
+    );
+    chdir("/").step("leave the state directory")?;
+    merged.step("merge the template layers")
+}
 
-    // 5. The root and everything in it.
-    let root = dirs.root();
+/// 5. The root tmpfs and the plan's mount steps: binds, masks, tmpfs, /dev, the workspace
+/// (overlay, copy or read-only) and its aliases, /proc last (it needs the new PID namespace,
+/// and must precede pivot_root while the host's /proc is still visible to the kernel's check).
+fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
+    let root = init.dirs.root();
     mount(
         Some("envcraft-root"),
         &root,
@@ -336,14 +410,18 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
         Some("size=1m,mode=0755"),
     )
     .step("mount the root tmpfs")?;
+    let seed = seed_path(init);
+    let seed = seed.as_ref().map(|(path, kind)| (path.as_path(), *kind));
+    let (plan, dirs) = (&*init.plan, &init.dirs);
     let mut kind = WorkspaceKind::Overlay;
     for step in &plan.mounts {
         match step {
             MountStep::Workspace { path, writable } => {
                 kind = mount_workspace(plan, dirs, &below(&root, path), *writable, seed)?;
             }
-            MountStep::BindDirAt { target, .. } if expected > 0 => {
-                let tree = trees
+            MountStep::BindDirAt { target, .. } if init.idmapped > 0 => {
+                let tree = init
+                    .trees
                     .next()
                     .ok_or_else(|| fail("attach a bound directory", "no tree came".into()))?;
                 attach_dir_at(tree.as_fd(), &below(&root, target))?;
@@ -351,12 +429,22 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
             _ => apply_mount(step, &root, dirs, &plan.workspace)?,
         }
     }
+    Ok(kind)
+}
 
-    // 6. Hand the layer and the workspace root to the parent: it reads the changes from the
-    // first and serves file tools through the second (resolving beneath it).
-    let layer_fd = fs::File::open(&layer).step("open the layer")?;
-    let workspace_fd = fs::File::open(below(&root, &plan.workspace)).step("open the workspace")?;
-    let view_fd = fs::File::open(dirs.view()).step("open the template view")?;
+/// 6. Hand the layer, the workspace root and the template view to the parent: it reads the
+/// changes from the first after the sandbox is gone, and serves file tools through the second
+/// (resolving beneath it).
+fn hand_over_workspace(
+    channel: &Channel,
+    init: &Init,
+    kind: WorkspaceKind,
+) -> Result<(), StepError> {
+    let root = init.dirs.root();
+    let layer_fd = fs::File::open(init.dirs.layer()).step("open the layer")?;
+    let workspace_fd =
+        fs::File::open(below(&root, &init.plan.workspace)).step("open the workspace")?;
+    let view_fd = fs::File::open(init.dirs.view()).step("open the template view")?;
     channel
         .send(
             &Report::WorkspaceReady { kind },
@@ -366,28 +454,35 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
                 view_fd.as_raw_fd(),
             ],
         )
-        .step("send the layer")?;
-    drop((layer_fd, workspace_fd, view_fd));
+        .step("send the layer")
+}
 
-    // 7. Our own hostname (set in step 1), and the network namespace made
-    // meanwhile, with loopback up: joined before anything runs here or the init restricts
-    // itself.
-    own_hostname?;
-    if let Some(network) = network {
+/// 7. Our own hostname (set in step 1), and the network namespace the helper made meanwhile,
+/// with loopback up: joined before anything runs here and before the init restricts itself
+/// (seccomp refuses setns).
+fn join_network(init: &mut Init) -> Result<(), StepError> {
+    std::mem::replace(&mut init.own_hostname, Ok(()))?;
+    if let Some(network) = init.network.take() {
         network.join().map_err(|f| StepError {
             step: f.step.to_string(),
             errno: f.errno,
             detail: io::Error::from_raw_os_error(f.errno).to_string(),
         })?;
     }
+    Ok(())
+}
 
-    // 8. Enter the new root; the host's tree is detached.
-    chdir(&root).step("enter the new root")?;
+/// 8. Enter the new root; the host's tree is detached: afterwards no path leads to the host.
+fn enter_root(init: &Init) -> Result<(), StepError> {
+    chdir(&init.dirs.root()).step("enter the new root")?;
     pivot_root(".", ".").step("pivot_root")?;
     umount2(".", MntFlags::MNT_DETACH).step("detach the old root")?;
-    chdir("/").step("chdir /")?;
+    chdir("/").step("chdir /")
+}
 
-    // 9. The root itself becomes read-only; a cgroup namespace hides the host's cgroup paths.
+/// 9. The root itself becomes read-only (nothing but the planned writable mounts can be
+/// written); a cgroup namespace hides the host's cgroup paths.
+fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
     mount(
         None::<&str>,
         "/",
@@ -402,15 +497,20 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     .step("remount / read-only")?;
     let entered = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).is_ok();
     let _ = channel.send(&Report::CgroupNamespace { entered }, &[]);
-    if !entered && plan.required.contains(&Protection::CgroupNamespace) {
+    if !entered && init.plan.required.contains(&Protection::CgroupNamespace) {
         return Err(fail(
             "enter a cgroup namespace",
             "refused by the kernel".into(),
         ));
     }
+    Ok(())
+}
 
-    // 10. Into the run's cgroup (the parent made it while we built the root), keeping the way
-    // back (envcraft's own cgroups) for the end; then serve.
+/// 10. Into the run's cgroup (the parent made it while we built the root), keeping the way back
+/// (envcraft's own cgroups) for the end, before anything the agent controls starts; every other
+/// descriptor closed, and non-dumpable: the init holds nothing a command could borrow through
+/// /proc/1. Returns the way back.
+fn join_cgroup(channel: &Channel) -> Result<Vec<OwnedFd>, StepError> {
     let (limits, mut membership) = wait_for_any(channel)?;
     let Report::LimitsReady { join } = limits else {
         return Err(fail("wait for the parent", "unexpected message".into()));
@@ -421,20 +521,15 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     keep.push(channel.raw_fd());
     sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
+    Ok(home)
+}
 
-    // 11. Landlock, built where the commands' mounts are and applied to the init itself: every
-    // command inherits the domain (the init keeps only descriptors it already holds).
-    let rules = landlock::Prepared::build(&plan.landlock, sys::landlock_abi_version())
+/// 11. Landlock, built where the commands' mounts are and applied to the init itself: the
+/// mounts are final, the init needs no path any more, and every command inherits the domain.
+fn apply_landlock(init: &Init) -> Result<landlock::LandlockOutcome, StepError> {
+    let rules = landlock::Prepared::build(&init.plan.landlock, sys::landlock_abi_version())
         .map_err(|e| fail("build the Landlock ruleset", crate::error::chain(&e)))?;
-    let landlock = restrict_landlock(&rules, plan)?;
-    drop(rules);
-
-    // 12. What every command needs and the init does not: applied once, inherited by each.
-    restrict_current_process(seccomp)?;
-    channel.send(&Report::Ready, &[]).step("report ready")?;
-    serve(landlock, plan, channel)?;
-    stop(home, channel);
-    Ok(0)
+    restrict_landlock(&rules, &init.plan)
 }
 
 /// no_new_privs, every capability dropped, then the seccomp program. Scope: the process that
