@@ -199,7 +199,7 @@ struct Init {
     idmapped: usize,
 }
 
-/// 1. Begin the network namespace at once, on the guess the clone was given: the longest of
+/// Step 1: Begin the network namespace at once, on the guess the clone was given: the longest of
 /// the steps, it needs neither the plan nor a uid/gid map, so its helper makes it beside
 /// everything up to step 7 (see `netns`). Also: the parent-death signal, and no signal ignored
 /// by envcraft (or by whoever started it) passed on to the commands.
@@ -215,7 +215,7 @@ fn start_network(make_network: bool) -> Result<Option<netns::Making>, StepError>
     Ok(network)
 }
 
-/// 2. Nothing below propagates to the host. Needs neither the plan nor a uid/gid map (the
+/// Step 2: Nothing below propagates to the host. Needs neither the plan nor a uid/gid map (the
 /// mount namespace is ours from the clone on), so it is done while the parent plans.
 fn make_root_private() -> Result<(), StepError> {
     mount(
@@ -228,7 +228,7 @@ fn make_root_private() -> Result<(), StepError> {
     .step("make / private")
 }
 
-/// 1. The plan (`Start`, sent once the parent has written our uid/gid maps): put right the
+/// Step 1: The plan (`Start`, sent once the parent has written our uid/gid maps): put right the
 /// network guess (a namespace nobody wants goes, dropping it reaps the helper; a wanted one is
 /// begun now), set the hostname, compile the seccomp program, take the descriptors that came
 /// with it, and become uid and gid 0 of the namespace: only now do our credentials mean the
@@ -284,7 +284,7 @@ fn receive_plan(channel: &Channel, network: Option<netns::Making>) -> Result<Ini
     })
 }
 
-/// 3. A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the host
+/// Step 3: A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the host
 /// sees one directory made and removed per run; the layer tmpfs in it (sized by the workspace
 /// limit) holds the overlay's upper and work directories (or the copy): a disk fill ends in
 /// ENOSPC there, never on the host's disk. Then the masks and the generated files, and the
@@ -355,7 +355,7 @@ fn seed_path(init: &Init) -> Option<(PathBuf, WorkspaceKind)> {
     })
 }
 
-/// 3. A fork starts from its parent's changes: an upper layer (whiteouts and opaque
+/// Step 3: A fork starts from its parent's changes: an upper layer (whiteouts and opaque
 /// directories included) copied into ours before the overlay is mounted over it (a copy
 /// workspace is copied at step 5).
 fn seed_from_parent(init: &Init) -> Result<(), StepError> {
@@ -367,7 +367,7 @@ fn seed_from_parent(init: &Init) -> Result<(), StepError> {
     Ok(())
 }
 
-/// 4. The template's layers, read-only, as the lower layers (attached from the idmapped trees
+/// Step 4: The template's layers, read-only, as the lower layers (attached from the idmapped trees
 /// envcraft made, or bound), and their union: the view the changes are measured against. The
 /// overlay's lower layers can never be written, whatever overlayfs does.
 fn bind_template(init: &mut Init) -> Result<(), StepError> {
@@ -397,7 +397,7 @@ fn bind_template(init: &mut Init) -> Result<(), StepError> {
     merged.step("merge the template layers")
 }
 
-/// 5. The root tmpfs and the plan's mount steps: binds, masks, tmpfs, /dev, the workspace
+/// Step 5: The root tmpfs and the plan's mount steps: binds, masks, tmpfs, /dev, the workspace
 /// (overlay, copy or read-only) and its aliases, /proc last (it needs the new PID namespace,
 /// and must precede pivot_root while the host's /proc is still visible to the kernel's check).
 fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
@@ -432,7 +432,7 @@ fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
     Ok(kind)
 }
 
-/// 6. Hand the layer, the workspace root and the template view to the parent: it reads the
+/// Step 6: Hand the layer, the workspace root and the template view to the parent: it reads the
 /// changes from the first after the sandbox is gone, and serves file tools through the second
 /// (resolving beneath it).
 fn hand_over_workspace(
@@ -457,7 +457,7 @@ fn hand_over_workspace(
         .step("send the layer")
 }
 
-/// 7. Our own hostname (set in step 1), and the network namespace the helper made meanwhile,
+/// Step 7: Our own hostname (set in step 1), and the network namespace the helper made meanwhile,
 /// with loopback up: joined before anything runs here and before the init restricts itself
 /// (seccomp refuses setns).
 fn join_network(init: &mut Init) -> Result<(), StepError> {
@@ -472,7 +472,7 @@ fn join_network(init: &mut Init) -> Result<(), StepError> {
     Ok(())
 }
 
-/// 8. Enter the new root; the host's tree is detached: afterwards no path leads to the host.
+/// Step 8: Enter the new root; the host's tree is detached: afterwards no path leads to the host.
 fn enter_root(init: &Init) -> Result<(), StepError> {
     chdir(&init.dirs.root()).step("enter the new root")?;
     pivot_root(".", ".").step("pivot_root")?;
@@ -480,7 +480,7 @@ fn enter_root(init: &Init) -> Result<(), StepError> {
     chdir("/").step("chdir /")
 }
 
-/// 9. The root itself becomes read-only (nothing but the planned writable mounts can be
+/// Step 9: The root itself becomes read-only (nothing but the planned writable mounts can be
 /// written); a cgroup namespace hides the host's cgroup paths.
 fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
     mount(
@@ -506,7 +506,7 @@ fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
     Ok(())
 }
 
-/// 10. Into the run's cgroup (the parent made it while we built the root), keeping the way back
+/// Step 10: Into the run's cgroup (the parent made it while we built the root), keeping the way back
 /// (envcraft's own cgroups) for the end, before anything the agent controls starts; every other
 /// descriptor closed, and non-dumpable: the init holds nothing a command could borrow through
 /// /proc/1. Returns the way back.
@@ -524,7 +524,7 @@ fn join_cgroup(channel: &Channel) -> Result<Vec<OwnedFd>, StepError> {
     Ok(home)
 }
 
-/// 11. Landlock, built where the commands' mounts are and applied to the init itself: the
+/// Step 11: Landlock, built where the commands' mounts are and applied to the init itself: the
 /// mounts are final, the init needs no path any more, and every command inherits the domain.
 fn apply_landlock(init: &Init) -> Result<landlock::LandlockOutcome, StepError> {
     let rules = landlock::Prepared::build(&init.plan.landlock, sys::landlock_abi_version())
