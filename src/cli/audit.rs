@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use clap::Args;
 use serde_json::json;
 
-use super::task_args::SkillsDir;
+use super::task_args::{SkillsDir, StateDir};
 use crate::audit::{self, TaskAudit};
 use crate::cli::error::Error;
 
@@ -25,9 +25,8 @@ pub struct AuditArgs {
     pub jobs: u16,
     #[command(flatten)]
     pub skills: SkillsDir,
-    /// Where sessions keep their state (default: as for exec).
-    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
 }
 
 /// One task audited by a child `envcraft audit --json TASK`.
@@ -38,7 +37,7 @@ fn spawn(task: &Path, args: &AuditArgs) -> std::io::Result<Child> {
         .arg("--skills")
         .arg(&args.skills.path)
         .arg(task);
-    if let Some(state) = &args.state_dir {
+    if let Some(state) = &args.state_dir.path {
         cmd.arg("--state-dir").arg(state);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
@@ -94,7 +93,7 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         .flat_map(|p| crate::spec::task::find_tasks(p))
         .collect();
     let options = crate::session::SessionOptions {
-        state_root: crate::workspace::state_root::open(args.state_dir.clone())?,
+        state_root: crate::workspace::state_root::open(args.state_dir.path.clone())?,
         skills_root: args.skills.path.clone(),
         base_time: None,
         seed: None,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::task_args::StateDir;
 use super::task_args::{SkillsDir, WorkspacesDir};
 use crate::cli::error::Error;
 use crate::server::{self, ServeConfig};
@@ -19,9 +20,8 @@ pub struct ServeArgs {
     pub workspaces: WorkspacesDir,
     #[command(flatten)]
     pub skills: SkillsDir,
-    /// Where sessions' state goes (default: as for exec).
-    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
     /// Most sessions open at once (more get 429).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_sessions: usize,
@@ -88,7 +88,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         body_timeout: Duration::from_secs(args.body_timeout),
     };
     let options = SessionOptions {
-        state_root: crate::workspace::state_root::open(args.state_dir)?,
+        state_root: crate::workspace::state_root::open(args.state_dir.path)?,
         skills_root: args.skills.path,
         base_time: None,
         seed: None,

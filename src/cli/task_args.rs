@@ -37,6 +37,20 @@ pub struct SkillsDir {
     pub path: PathBuf,
 }
 
+/// `--state-dir DIR`: where sessions and sandboxes keep their state, for every subcommand that
+/// makes any (default: as for exec, see `workspace::state_root`).
+#[derive(Debug, Args)]
+pub struct StateDir {
+    /// Where sessions' and sandboxes' state goes (default: as for exec).
+    #[arg(
+        id = "state_dir",
+        long = "state-dir",
+        value_name = "DIR",
+        env = "ENVCRAFT_STATE_DIR"
+    )]
+    pub path: Option<PathBuf>,
+}
+
 /// `--workspaces DIR`: where ENV/TASK_ID is looked up.
 #[derive(Debug, Args)]
 pub struct WorkspacesDir {
@@ -57,9 +71,8 @@ pub struct SessionArgs {
     /// The session's start time (RFC 3339), overriding the task's.
     #[arg(long, value_name = "RFC3339")]
     pub base_time: Option<String>,
-    /// Where the session's state goes (default: as for exec).
-    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
 }
 
 /// A task ready to use: its spec, and for a task of another format (a ClawGym task folder, a
@@ -104,7 +117,7 @@ impl SessionArgs {
             None => None,
         };
         Ok(SessionOptions {
-            state_root: crate::workspace::state_root::open(self.state_dir.clone())?,
+            state_root: crate::workspace::state_root::open(self.state_dir.path.clone())?,
             skills_root: task.skills.path.clone(),
             base_time,
             seed: None,

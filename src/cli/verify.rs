@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
+use super::task_args::StateDir;
 use super::task_args::TaskArgs;
 use crate::cli::error::Error;
 use crate::session::clock::Clock;
@@ -23,9 +24,8 @@ pub struct VerifyArgs {
     /// Print the verdict as JSON (reward, passed, checks).
     #[arg(long)]
     pub json: bool,
-    /// Where the grader's sandbox keeps its state (default: as for exec).
-    #[arg(long, value_name = "DIR", env = "ENVCRAFT_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
 }
 
 pub fn run(args: VerifyArgs) -> Result<i32, Error> {
@@ -65,7 +65,7 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
     let grader = match verifier.kind {
         VerifierKind::Manifest => None,
         _ => {
-            let state_root = crate::workspace::state_root::open(args.state_dir.clone())?;
+            let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
             let clock = Clock {
                 base_unix: task.effective_base_time().unix_seconds(),
                 step_secs: task.env.time_step_secs,
