@@ -71,8 +71,9 @@ def meminfo():
 
 
 def rollup(pid):
-    """(RSS, PSS) in KiB from /proc/PID/smaps_rollup; (0, 0) once the process is gone."""
-    rss = pss = 0
+    """(RSS, PSS, USS: its private pages) in KiB from /proc/PID/smaps_rollup; zeros once the
+    process is gone."""
+    rss = pss = uss = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
@@ -80,9 +81,28 @@ def rollup(pid):
                     rss = int(line.split()[1])
                 elif line.startswith("Pss:"):
                     pss = int(line.split()[1])
+                elif line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    uss += int(line.split()[1])
     except OSError:
         pass
-    return rss, pss
+    return rss, pss, uss
+
+
+def private_by_mapping(pid, top=6):
+    """The mappings holding most of `pid`'s private pages: [(name, KiB)], largest first."""
+    sizes, name = {}, "?"
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if not head[0].endswith(":") or "-" in head[0]:
+                    name = head[5] if len(head) > 5 else "[anonymous]"
+                    name = os.path.basename(name) if name.startswith("/") else name
+                elif head[0] in ("Private_Clean:", "Private_Dirty:"):
+                    sizes[name] = sizes.get(name, 0) + int(head[1])
+    except OSError:
+        return []
+    return sorted(sizes.items(), key=lambda kv: -kv[1])[:top]
 
 
 def page_tables(pid):
@@ -206,14 +226,14 @@ def hostnet_env(workspaces):
         policy = f.read()
     policy = policy.replace('mode = "none"', 'mode = "host"')
     policy = policy.replace('"network_namespace", ', "")
-    policy_path = os.path.join(workspaces, "hostnet.toml")
-    with open(policy_path, "w") as f:
+    policy = policy.replace('best_effort = [', 'best_effort = ["network_namespace", ')
+    with open(os.path.join(dst, "hostnet.toml"), "w") as f:
         f.write(policy)
     env_toml = os.path.join(dst, "env.toml")
     with open(env_toml) as f:
         text = f.read()
     text = text.replace(f'name = "{ENV}"', f'name = "{HOSTNET_ENV}"')
-    text = text.replace('policy = "default"', f'policy = "{policy_path}"')
+    text = text.replace('policy = "default"', 'policy = "hostnet.toml"')
     with open(env_toml, "w") as f:
         f.write(text)
 
@@ -227,12 +247,12 @@ def phase(api, server_pid, state, env, n):
     after = meminfo()
     srv_after = rollup(server_pid)
     procs = descendants(server_pid)
-    rss = pss = pte = tmpfs = mounts = 0
+    rss = pss = uss = pte = tmpfs = mounts = 0
     cgroups = set()
     namespaces = set()
     for pid in procs:
-        r, p = rollup(pid)
-        rss, pss, pte = rss + r, pss + p, pte + page_tables(pid)
+        r, p, u = rollup(pid)
+        rss, pss, uss, pte = rss + r, pss + p, uss + u, pte + page_tables(pid)
         cg = memory_cgroup(pid)
         if cg:
             cgroups.add(cg)
@@ -247,13 +267,16 @@ def phase(api, server_pid, state, env, n):
     charged = sum(read_int(os.path.join(c, "memory.usage_in_bytes")) for c in cgroups) // 1024
     kmem = sum(read_int(os.path.join(c, "memory.kmem.usage_in_bytes")) for c in cgroups) // 1024
     state_kib = du_kib(state)
+    one_init = private_by_mapping(procs[0]) if procs else []
     with ThreadPoolExecutor(CONNECTIONS) as pool:
         list(pool.map(api.close, ids))
     per = {k: (after[k] - before[k]) / n for k in ["used"] + MEMINFO_KEYS}
     per.update({
         "server_rss": (srv_after[0] - srv_before[0]) / n,
         "server_pss": (srv_after[1] - srv_before[1]) / n,
-        "procs": len(procs) / n, "rss": rss / n, "pss": pss / n, "pte": pte / n,
+        "server_uss": (srv_after[2] - srv_before[2]) / n,
+        "procs": len(procs) / n, "rss": rss / n, "pss": pss / n, "uss": uss / n, "pte": pte / n,
+        "one_init": one_init,
         "cgroups": len(cgroups), "charged": charged / n, "kmem": kmem / n,
         "tmpfs": tmpfs / n, "mounts": mounts / max(1, len(namespaces)),
         "state": state_kib / n,
@@ -357,11 +380,11 @@ def held_in(kind, k, lib, cgroup, targets):
     return {key: (after[key] - before[key]) / k for key in ["used", "charged", "kmem"] + MEMINFO_KEYS}
 
 
-def start_server(binary, workspaces, state, n):
+def start_server(binary, workspaces, state, n, log):
     server = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", state,
          "--workspaces", workspaces, "--max-sessions", str(n + 16)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
     )
     line = server.stdout.readline().strip()
     if not line.startswith("listening on "):
@@ -398,14 +421,17 @@ def table(n, d, h):
         row("of which Percpu", k(d["Percpu"]), "/proc/meminfo Percpu"),
         row("of which KernelStack", k(d["KernelStack"]), "/proc/meminfo KernelStack"),
         row("of which PageTables", k(d["PageTables"]), "/proc/meminfo PageTables"),
-        row("server RSS / PSS growth", f"{k(d['server_rss'])} / {k(d['server_pss'])}", "/proc/SERVER/smaps_rollup"),
-        row(f"sandbox processes ({d['procs']:.1f} a session): RSS / PSS", f"{k(d['rss'])} / {k(d['pss'])}", "smaps_rollup of every process under the server, summed"),
+        row("server RSS / PSS / private growth", f"{k(d['server_rss'])} / {k(d['server_pss'])} / {k(d['server_uss'])}", "/proc/SERVER/smaps_rollup (private: Private_Clean + Private_Dirty)"),
+        row(f"sandbox processes ({d['procs']:.1f} a session): RSS / PSS / private", f"{k(d['rss'])} / {k(d['pss'])} / **{k(d['uss'])}**", "smaps_rollup of every process under the server, summed"),
         row("their page tables", k(d["pte"]), "VmPTE of those, summed"),
         row(f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem", f"{k(d['charged'])}, {k(d['kmem'])}", "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
         row(f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]), "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
         row("state root (/dev/shm)", k(d["state"]), "du -sk"),
         row("**network namespace, in place**", f"**{k(d['used'] - h['used'])}**", f"used memory minus that of {n:,} sessions with network mode \"host\" ({k(h['used'])})"),
         row("of which Slab, Percpu", f"{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}", "the same for Slab and Percpu"),
+        "",
+        "One sandbox process's private pages by mapping (KiB, /proc/PID/smaps): "
+        + ", ".join(f"`{name}` {kib:,}" for name, kib in d["one_init"]) + ".",
         "",
     ]
 
@@ -432,12 +458,18 @@ def main():
     measured = []
     try:
         hostnet_env(workspaces)
-        server, api = start_server(binary, workspaces, state, max(counts))
+        log_path = os.path.join(workspaces, "server.log")
+        with open(log_path, "w") as log:
+            server, api = start_server(binary, workspaces, state, max(counts), log)
         try:
             for n in counts:
                 default = phase(api, server.pid, state, ENV, n)
                 host = phase(api, server.pid, state, HOSTNET_ENV, n)
                 measured.append((n, default, host))
+        except RuntimeError as e:
+            with open(log_path) as log:
+                tail = log.read()[-2000:]
+            raise SystemExit(f"{e}\nthe server's log ends:\n{tail}") from None
         finally:
             stop(server)
     finally:
