@@ -277,6 +277,7 @@ def phase(api, server_pid, state, env, n):
         "server_uss": (srv_after[2] - srv_before[2]) / n,
         "procs": len(procs) / n, "rss": rss / n, "pss": pss / n, "uss": uss / n, "pte": pte / n,
         "one_init": one_init,
+        "tree_pss": (srv_after[1] - srv_before[1] + pss) / n,
         "cgroups": len(cgroups), "charged": charged / n, "kmem": kmem / n,
         "tmpfs": tmpfs / n, "mounts": mounts / max(1, len(namespaces)),
         "state": state_kib / n,
@@ -380,6 +381,23 @@ def held_in(kind, k, lib, cgroup, targets):
     return {key: (after[key] - before[key]) / k for key in ["used", "charged", "kmem"] + MEMINFO_KEYS}
 
 
+def cgroup_cost(k):
+    """meminfo delta per pair of empty v1 cgroups (one memory, one pids), k pairs made (KiB)."""
+    made = []
+    before = meminfo()
+    try:
+        for i in range(k):
+            for hierarchy in ("memory", "pids"):
+                path = f"/sys/fs/cgroup/{hierarchy}/envcraft-bench-memory-cg-{os.getpid()}-{i}"
+                os.mkdir(path)
+                made.append(path)
+        after = meminfo()
+    finally:
+        for path in made:
+            os.rmdir(path)
+    return {key: (after[key] - before[key]) / k for key in ["used"] + MEMINFO_KEYS}
+
+
 def start_server(binary, workspaces, state, n, log):
     server = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", state,
@@ -410,6 +428,7 @@ def row(what, value, method):
 
 def table(n, d, h):
     k = lambda v: f"{v:,.0f}"  # noqa: E731
+    parts = d["tree_pss"] + sum(d[key] for key in ("PageTables", "Slab", "Percpu", "KernelStack", "Shmem"))
     return [
         f"#### {n:,} idle sessions of `{ENV}/{TASK}` (per session, KiB)",
         "",
@@ -424,6 +443,8 @@ def table(n, d, h):
         row("server RSS / PSS / private growth", f"{k(d['server_rss'])} / {k(d['server_pss'])} / {k(d['server_uss'])}", "/proc/SERVER/smaps_rollup (private: Private_Clean + Private_Dirty)"),
         row(f"sandbox processes ({d['procs']:.1f} a session): RSS / PSS / private", f"{k(d['rss'])} / {k(d['pss'])} / **{k(d['uss'])}**", "smaps_rollup of every process under the server, summed"),
         row("their page tables", k(d["pte"]), "VmPTE of those, summed"),
+        row("**user pages: server + sandboxes, PSS growth**", f"**{k(d['tree_pss'])}**", "server's PSS after - before, plus the sandboxes' PSS (pages shared only among sandboxes, as the server rewrote its copy, counted once)"),
+        row("*sum of the parts*", f"*{k(parts)}*", "that PSS growth + PageTables + Slab + Percpu + KernelStack + Shmem, against the used memory above"),
         row(f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem", f"{k(d['charged'])}, {k(d['kmem'])}", "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
         row(f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]), "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
         row("state root (/dev/shm)", k(d["state"]), "du -sk"),
@@ -479,6 +500,7 @@ def main():
     plain = namespace_cost("plain", k)
     netns = namespace_cost("netns", k)
     mntns = namespace_cost("mntns", k)
+    cgroups = cgroup_cost(k)
 
     out = [
         f"### G. Where an idle session's memory goes ({', '.join(f'{n:,}' for n, _, _ in measured)}"
@@ -500,6 +522,9 @@ def main():
         out.append(
             f"| {label} | {f(d, plain, 'charged')} ({f(d, plain, 'kmem')}) | {f(d, plain, 'Slab')} | "
             f"{f(d, plain, 'Percpu')} | {f(d, plain, 'PageTables')} | {f(d, plain, 'used')} |")
+    out.append(
+        f"| a memory and a pids cgroup, empty (no process; absolute) | | {cgroups['Slab']:,.1f} | "
+        f"{cgroups['Percpu']:,.1f} | {cgroups['PageTables']:,.1f} | {cgroups['used']:,.1f} |")
     out += [
         f"| (the plain forked process itself, absolute) | {plain['charged']:,.1f} ({plain['kmem']:,.1f}) | "
         f"{plain['Slab']:,.1f} | {plain['Percpu']:,.1f} | {plain['PageTables']:,.1f} | {plain['used']:,.1f} |",
