@@ -238,14 +238,27 @@ def hostnet_env(workspaces):
         f.write(text)
 
 
+def others(server_pid):
+    """KiB of PSS + page tables of every process but the server, what it started and this
+    benchmark: what the rest of the machine did during a phase, to take out of its delta."""
+    mine = set(descendants(server_pid)) | {server_pid, os.getpid()}
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in mine:
+            total += rollup(int(name))[1] + page_tables(int(name))
+    return total
+
+
 def phase(api, server_pid, state, env, n):
     """Open n idle sessions of env's task, measure every part, close them."""
+    others_before = others(server_pid)
     before = meminfo()
     srv_before = rollup(server_pid)
     with ThreadPoolExecutor(CONNECTIONS) as pool:
         ids = list(pool.map(lambda _: api.create(f"{env}/{TASK}"), range(n)))
     after = meminfo()
     srv_after = rollup(server_pid)
+    others_after = others(server_pid)
     procs = descendants(server_pid)
     rss = pss = uss = pte = tmpfs = mounts = 0
     cgroups = set()
@@ -272,6 +285,7 @@ def phase(api, server_pid, state, env, n):
         list(pool.map(api.close, ids))
     per = {k: (after[k] - before[k]) / n for k in ["used"] + MEMINFO_KEYS}
     per.update({
+        "others": (others_after - others_before) / n,
         "server_rss": (srv_after[0] - srv_before[0]) / n,
         "server_pss": (srv_after[1] - srv_before[1]) / n,
         "server_uss": (srv_after[2] - srv_before[2]) / n,
@@ -435,6 +449,7 @@ def table(n, d, h):
         "| What | Per session | Method |",
         "| --- | ---: | --- |",
         row("**machine: used memory**", f"**{k(d['used'])}**", "/proc/meminfo MemTotal - MemAvailable, after - before"),
+        row("machine: used memory, less what other processes did meanwhile", f"**{k(d['used'] - d['others'])}**", f"the same, minus the change of every other process's PSS + page tables ({k(d['others'])})"),
         row("of which Shmem (tmpfs)", k(d["Shmem"]), "/proc/meminfo Shmem"),
         row("of which Slab (SUnreclaim)", f"{k(d['Slab'])} ({k(d['SUnreclaim'])})", "/proc/meminfo Slab, SUnreclaim"),
         row("of which Percpu", k(d["Percpu"]), "/proc/meminfo Percpu"),
@@ -448,7 +463,7 @@ def table(n, d, h):
         row(f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem", f"{k(d['charged'])}, {k(d['kmem'])}", "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
         row(f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]), "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
         row("state root (/dev/shm)", k(d["state"]), "du -sk"),
-        row("**network namespace, in place**", f"**{k(d['used'] - h['used'])}**", f"used memory minus that of {n:,} sessions with network mode \"host\" ({k(h['used'])})"),
+        row("**network namespace, in place**", f"**{k(d['used'] - d['others'] - h['used'] + h['others'])}**", f"used memory (less other processes) minus that of {n:,} sessions with network mode \"host\" ({k(h['used'] - h['others'])})"),
         row("of which Slab, Percpu", f"{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}", "the same for Slab and Percpu"),
         "",
         "One sandbox process's private pages by mapping (KiB, /proc/PID/smaps): "
