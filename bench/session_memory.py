@@ -88,6 +88,15 @@ def rollup(pid):
     return rss, pss, uss
 
 
+def start_time(pid):
+    """When `pid` started (clock ticks since boot; 0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def private_by_mapping(pid, top=6):
     """The mappings holding most of `pid`'s private pages: [(name, KiB)], largest first."""
     sizes, name = {}, "?"
@@ -263,8 +272,10 @@ def phase(api, server_pid, state, env, n):
     rss = pss = uss = pte = tmpfs = mounts = 0
     cgroups = set()
     namespaces = set()
+    private = []
     for pid in procs:
         r, p, u = rollup(pid)
+        private.append(u)
         rss, pss, uss, pte = rss + r, pss + p, uss + u, pte + page_tables(pid)
         cg = memory_cgroup(pid)
         if cg:
@@ -280,7 +291,9 @@ def phase(api, server_pid, state, env, n):
     charged = sum(read_int(os.path.join(c, "memory.usage_in_bytes")) for c in cgroups) // 1024
     kmem = sum(read_int(os.path.join(c, "memory.kmem.usage_in_bytes")) for c in cgroups) // 1024
     state_kib = du_kib(state)
-    one_init = private_by_mapping(procs[0]) if procs else []
+    by_age = sorted(procs, key=start_time)
+    oldest = private_by_mapping(by_age[0]) if by_age else []
+    newest = private_by_mapping(by_age[-1]) if by_age else []
     with ThreadPoolExecutor(CONNECTIONS) as pool:
         list(pool.map(api.close, ids))
     per = {k: (after[k] - before[k]) / n for k in ["used"] + MEMINFO_KEYS}
@@ -290,7 +303,8 @@ def phase(api, server_pid, state, env, n):
         "server_pss": (srv_after[1] - srv_before[1]) / n,
         "server_uss": (srv_after[2] - srv_before[2]) / n,
         "procs": len(procs) / n, "rss": rss / n, "pss": pss / n, "uss": uss / n, "pte": pte / n,
-        "one_init": one_init,
+        "oldest": oldest, "newest": newest,
+        "private_spread": (min(private), sorted(private)[len(private) // 2], max(private)) if private else (0, 0, 0),
         "tree_pss": (srv_after[1] - srv_before[1] + pss) / n,
         "cgroups": len(cgroups), "charged": charged / n, "kmem": kmem / n,
         "tmpfs": tmpfs / n, "mounts": mounts / max(1, len(namespaces)),
@@ -463,11 +477,14 @@ def table(n, d, h):
         row(f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem", f"{k(d['charged'])}, {k(d['kmem'])}", "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
         row(f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]), "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
         row("state root (/dev/shm)", k(d["state"]), "du -sk"),
-        row("**network namespace, in place**", f"**{k(d['used'] - d['others'] - h['used'] + h['others'])}**", f"used memory (less other processes) minus that of {n:,} sessions with network mode \"host\" ({k(h['used'] - h['others'])})"),
-        row("of which Slab, Percpu", f"{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}", "the same for Slab and Percpu"),
+        row("**network namespace, in place: Slab, Percpu**", f"**{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}**", f"these sessions' minus those of {n:,} sessions under the default policy with network mode \"host\", opened next"),
+        row("(the same by used memory: not usable)", k(d["used"] - d["others"] - h["used"] + h["others"]), f"used memory less other processes, minus the \"host\" sessions' ({k(h['used'] - h['others'])}): those are clones of a server that has done more, and cost more"),
         "",
-        "One sandbox process's private pages by mapping (KiB, /proc/PID/smaps): "
-        + ", ".join(f"`{name}` {kib:,}" for name, kib in d["one_init"]) + ".",
+        "Private pages of one sandbox process (min / median / max, KiB): "
+        + " / ".join(f"{v:,}" for v in d["private_spread"]) + ". "
+        "The oldest sandbox process's private pages by mapping (KiB, /proc/PID/smaps): "
+        + ", ".join(f"`{name}` {kib:,}" for name, kib in d["oldest"]) + "; the newest's: "
+        + ", ".join(f"`{name}` {kib:,}" for name, kib in d["newest"]) + ".",
         "",
     ]
 
