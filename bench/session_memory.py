@@ -304,13 +304,21 @@ def phase(api, server_pid, state, env, n):
         "server_uss": (srv_after[2] - srv_before[2]) / n,
         "procs": len(procs) / n, "rss": rss / n, "pss": pss / n, "uss": uss / n, "pte": pte / n,
         "oldest": oldest, "newest": newest,
-        "private_spread": (min(private), sorted(private)[len(private) // 2], max(private)) if private else (0, 0, 0),
+        "private_spread": spread(private),
         "tree_pss": (srv_after[1] - srv_before[1] + pss) / n,
         "cgroups": len(cgroups), "charged": charged / n, "kmem": kmem / n,
         "tmpfs": tmpfs / n, "mounts": mounts / max(1, len(namespaces)),
         "state": state_kib / n,
     })
     return per
+
+
+def spread(values):
+    """(min, median, max) of `values`, zeros when there are none."""
+    if not values:
+        return 0, 0, 0
+    ordered = sorted(values)
+    return ordered[0], ordered[len(ordered) // 2], ordered[-1]
 
 
 def libc():
@@ -406,7 +414,8 @@ def held_in(kind, k, lib, cgroup, targets):
         os.close(fd)
     if ok != k:
         raise SystemExit(f"{k - ok} of {k} processes could not make a {kind}")
-    return {key: (after[key] - before[key]) / k for key in ["used", "charged", "kmem"] + MEMINFO_KEYS}
+    keys = ["used", "charged", "kmem"] + MEMINFO_KEYS
+    return {key: (after[key] - before[key]) / k for key in keys}
 
 
 def cgroup_cost(k):
@@ -456,29 +465,55 @@ def row(what, value, method):
 
 def table(n, d, h):
     k = lambda v: f"{v:,.0f}"  # noqa: E731
-    parts = d["tree_pss"] + sum(d[key] for key in ("PageTables", "Slab", "Percpu", "KernelStack", "Shmem"))
+    kernel = ("PageTables", "Slab", "Percpu", "KernelStack", "Shmem")
+    parts = d["tree_pss"] + sum(d[key] for key in kernel)
+    host_used = h["used"] - h["others"]
+    rows = [
+        ("**machine: used memory**", f"**{k(d['used'])}**",
+         "/proc/meminfo MemTotal - MemAvailable, after - before"),
+        ("machine: used memory, less what other processes did meanwhile",
+         f"**{k(d['used'] - d['others'])}**",
+         f"the same, minus the change of every other process's PSS + page tables "
+         f"({k(d['others'])})"),
+        ("of which Shmem (tmpfs)", k(d["Shmem"]), "/proc/meminfo Shmem"),
+        ("of which Slab (SUnreclaim)", f"{k(d['Slab'])} ({k(d['SUnreclaim'])})",
+         "/proc/meminfo Slab, SUnreclaim"),
+        ("of which Percpu", k(d["Percpu"]), "/proc/meminfo Percpu"),
+        ("of which KernelStack", k(d["KernelStack"]), "/proc/meminfo KernelStack"),
+        ("of which PageTables", k(d["PageTables"]), "/proc/meminfo PageTables"),
+        ("server RSS / PSS / private growth",
+         f"{k(d['server_rss'])} / {k(d['server_pss'])} / {k(d['server_uss'])}",
+         "/proc/SERVER/smaps_rollup (private: Private_Clean + Private_Dirty)"),
+        (f"sandbox processes ({d['procs']:.1f} a session): RSS / PSS / private",
+         f"{k(d['rss'])} / {k(d['pss'])} / **{k(d['uss'])}**",
+         "smaps_rollup of every process under the server, summed"),
+        ("their page tables", k(d["pte"]), "VmPTE of those, summed"),
+        ("**user pages: server + sandboxes, PSS growth**", f"**{k(d['tree_pss'])}**",
+         "server's PSS after - before, plus the sandboxes' PSS (pages shared only among "
+         "sandboxes, as the server rewrote its copy, counted once)"),
+        ("*sum of the parts*", f"*{k(parts)}*",
+         "that PSS growth + " + " + ".join(kernel) + ", against the used memory above"),
+        (f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem",
+         f"{k(d['charged'])}, {k(d['kmem'])}",
+         "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
+        (f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]),
+         "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
+        ("state root (/dev/shm)", k(d["state"]), "du -sk"),
+        ("**network namespace, in place: Slab, Percpu**",
+         f"**{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}**",
+         f"these sessions' minus those of {n:,} sessions under the default policy with "
+         f"network mode \"host\", opened next"),
+        ("(the same by used memory: not usable)",
+         k(d["used"] - d["others"] - host_used),
+         f"used memory less other processes, minus the \"host\" sessions' ({k(host_used)}): "
+         "those are clones of a server that has done more, and cost more"),
+    ]
     return [
         f"#### {n:,} idle sessions of `{ENV}/{TASK}` (per session, KiB)",
         "",
         "| What | Per session | Method |",
         "| --- | ---: | --- |",
-        row("**machine: used memory**", f"**{k(d['used'])}**", "/proc/meminfo MemTotal - MemAvailable, after - before"),
-        row("machine: used memory, less what other processes did meanwhile", f"**{k(d['used'] - d['others'])}**", f"the same, minus the change of every other process's PSS + page tables ({k(d['others'])})"),
-        row("of which Shmem (tmpfs)", k(d["Shmem"]), "/proc/meminfo Shmem"),
-        row("of which Slab (SUnreclaim)", f"{k(d['Slab'])} ({k(d['SUnreclaim'])})", "/proc/meminfo Slab, SUnreclaim"),
-        row("of which Percpu", k(d["Percpu"]), "/proc/meminfo Percpu"),
-        row("of which KernelStack", k(d["KernelStack"]), "/proc/meminfo KernelStack"),
-        row("of which PageTables", k(d["PageTables"]), "/proc/meminfo PageTables"),
-        row("server RSS / PSS / private growth", f"{k(d['server_rss'])} / {k(d['server_pss'])} / {k(d['server_uss'])}", "/proc/SERVER/smaps_rollup (private: Private_Clean + Private_Dirty)"),
-        row(f"sandbox processes ({d['procs']:.1f} a session): RSS / PSS / private", f"{k(d['rss'])} / {k(d['pss'])} / **{k(d['uss'])}**", "smaps_rollup of every process under the server, summed"),
-        row("their page tables", k(d["pte"]), "VmPTE of those, summed"),
-        row("**user pages: server + sandboxes, PSS growth**", f"**{k(d['tree_pss'])}**", "server's PSS after - before, plus the sandboxes' PSS (pages shared only among sandboxes, as the server rewrote its copy, counted once)"),
-        row("*sum of the parts*", f"*{k(parts)}*", "that PSS growth + PageTables + Slab + Percpu + KernelStack + Shmem, against the used memory above"),
-        row(f"cgroup memory charged ({d['cgroups']:,} memory cgroups), of which kmem", f"{k(d['charged'])}, {k(d['kmem'])}", "memory.usage_in_bytes, memory.kmem.usage_in_bytes"),
-        row(f"sandbox tmpfs pages ({d['mounts']:.0f} mounts a sandbox)", k(d["tmpfs"]), "statvfs of each tmpfs in /proc/PID/mountinfo, via /proc/PID/root"),
-        row("state root (/dev/shm)", k(d["state"]), "du -sk"),
-        row("**network namespace, in place: Slab, Percpu**", f"**{k(d['Slab'] - h['Slab'])}, {k(d['Percpu'] - h['Percpu'])}**", f"these sessions' minus those of {n:,} sessions under the default policy with network mode \"host\", opened next"),
-        row("(the same by used memory: not usable)", k(d["used"] - d["others"] - h["used"] + h["others"]), f"used memory less other processes, minus the \"host\" sessions' ({k(h['used'] - h['others'])}): those are clones of a server that has done more, and cost more"),
+        *(row(*r) for r in rows),
         "",
         "Private pages of one sandbox process (min / median / max, KiB): "
         + " / ".join(f"{v:,}" for v in d["private_spread"]) + ". "
@@ -552,14 +587,16 @@ def main():
     for label, d in (("network namespace, `lo` up", netns),
                      ("mount namespace + a 256 MiB tmpfs holding 4 KiB", mntns)):
         out.append(
-            f"| {label} | {f(d, plain, 'charged')} ({f(d, plain, 'kmem')}) | {f(d, plain, 'Slab')} | "
+            f"| {label} | {f(d, plain, 'charged')} ({f(d, plain, 'kmem')}) | "
+            f"{f(d, plain, 'Slab')} | "
             f"{f(d, plain, 'Percpu')} | {f(d, plain, 'PageTables')} | {f(d, plain, 'used')} |")
     out.append(
         f"| a memory and a pids cgroup, empty (no process; absolute) | | {cgroups['Slab']:,.1f} | "
         f"{cgroups['Percpu']:,.1f} | {cgroups['PageTables']:,.1f} | {cgroups['used']:,.1f} |")
     out += [
-        f"| (the plain forked process itself, absolute) | {plain['charged']:,.1f} ({plain['kmem']:,.1f}) | "
-        f"{plain['Slab']:,.1f} | {plain['Percpu']:,.1f} | {plain['PageTables']:,.1f} | {plain['used']:,.1f} |",
+        f"| (the plain forked process itself, absolute) | {plain['charged']:,.1f} "
+        f"({plain['kmem']:,.1f}) | {plain['Slab']:,.1f} | {plain['Percpu']:,.1f} | "
+        f"{plain['PageTables']:,.1f} | {plain['used']:,.1f} |",
         "",
         "Generated by `python3 bench/session_memory.py` (`make bench`).",
     ]
