@@ -216,7 +216,13 @@ pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCo
             let _clone = super::clone_lock();
             Session::create(&task, options)
         };
-        let Ok(session) = session else { continue };
+        let session = match session {
+            Ok(session) => session,
+            Err(e) => {
+                tracing::info!(task = %dir.display(), error = %crate::error::chain(&e), "capacity: no session to measure from this task");
+                continue;
+            }
+        };
         let cost = SessionCost {
             descriptors: open_descriptors().saturating_sub(fds).max(1),
             processes: children().saturating_sub(kids).max(1),
