@@ -244,7 +244,10 @@ fn planned_sessions(log: &str) -> usize {
         line.contains("bounded by descriptors"),
         "under a limit of {NOFILE} descriptors bound the sessions: {line}"
     );
-    assert!(line.contains(&format!("descriptor_limit={NOFILE}")), "{line}");
+    assert!(
+        line.contains(&format!("descriptor_limit={NOFILE}")),
+        "{line}"
+    );
     assert!(
         log.contains("exceeds the") && log.contains("--max-sessions 1024"),
         "the log says --max-sessions asks for more than the descriptors allow:\n{log}"
@@ -294,7 +297,11 @@ fn creates_past_the_descriptor_limit_answered_500_blaming_the_task() {
             break r;
         }
         ids.push(r.json()["session_id"].as_str().unwrap().to_string());
-        assert!(ids.len() <= planned, "more sessions than planned: {}", ids.len());
+        assert!(
+            ids.len() <= planned,
+            "more sessions than planned: {}",
+            ids.len()
+        );
     };
     assert_eq!(ids.len(), planned, "{}\n{}", refused.body, server.log());
     assert_descriptors_refusal(&refused);

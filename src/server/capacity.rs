@@ -14,7 +14,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 use super::error::ApiError;
 use crate::sandbox::SandboxError;
-use crate::session::{Session, SessionOptions};
+use crate::session::{Session, SessionError, SessionOptions};
 use crate::spec::task::TaskSpec;
 
 /// Descriptors kept for accepting and answering beyond one per connection (the listener, logs,
@@ -80,7 +80,12 @@ pub struct Plan {
 /// The reserve for answering is `max_connections + ANSWER_MARGIN`, but never more than half of
 /// what is left (a limit too low for every connection still holds sessions; connections past
 /// it wait in the listen backlog).
-pub fn plan(machine: &Machine, cost: &SessionCost, max_connections: u64, max_sessions: u64) -> Plan {
+pub fn plan(
+    machine: &Machine,
+    cost: &SessionCost,
+    max_connections: u64,
+    max_sessions: u64,
+) -> Plan {
     let left = machine.fd_limit.saturating_sub(machine.fds_open);
     let reserved = (max_connections + ANSWER_MARGIN).min(left / 2);
     let by_descriptors = left.saturating_sub(reserved) / cost.descriptors.max(1);
@@ -172,7 +177,10 @@ fn processes_left() -> Option<u64> {
     let cgroup = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
         .and_then(|text| {
-            let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+            let path = text
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))?
+                .to_string();
             let dir = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
             let max = read_number(&dir.join("pids.max"))?;
             let current = read_number(&dir.join("pids.current")).unwrap_or(0);
@@ -207,7 +215,10 @@ pub fn machine(fd_limit: u64) -> Machine {
 /// Measure one session: make one of the first task under `workspaces` that makes one (at most
 /// three tried), count this process's descriptors and children before and after, close it.
 pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCost {
-    for dir in crate::spec::task::find_tasks(workspaces).into_iter().take(3) {
+    for dir in crate::spec::task::find_tasks(workspaces)
+        .into_iter()
+        .take(3)
+    {
         let Ok(task) = TaskSpec::load(&dir) else {
             continue;
         };
@@ -264,13 +275,23 @@ fn scarce_errno(errno: i32, from_clone: bool) -> Option<Scarce> {
     }
 }
 
+/// `e` as a sandbox error, also inside a session error (whose `transparent` variant hands
+/// on the sandbox error's source, never the sandbox error itself).
+fn sandbox_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a SandboxError> {
+    e.downcast_ref::<SandboxError>()
+        .or_else(|| match e.downcast_ref::<SessionError>() {
+            Some(SessionError::Sandbox(sandbox)) => Some(sandbox),
+            _ => None,
+        })
+}
+
 /// The resource the kernel refused somewhere in `error`'s chain: descriptors (EMFILE, ENFILE),
 /// memory (ENOMEM), processes (EAGAIN from a clone, or from a step of the sandbox's setup).
 pub fn scarce_in(error: &(dyn std::error::Error + 'static)) -> Option<Scarce> {
     let mut from_clone = false;
     let mut next = Some(error);
     while let Some(e) = next {
-        if let Some(sandbox) = e.downcast_ref::<SandboxError>() {
+        if let Some(sandbox) = sandbox_error(e) {
             match sandbox {
                 SandboxError::Os { what, .. } => from_clone = what.starts_with("clone"),
                 SandboxError::Setup { errno, .. } => {
@@ -330,6 +351,14 @@ impl Headroom {
         }
         Ok(())
     }
+}
+
+/// The `capacity` refusal when the kernel refused a resource somewhere in `error`'s chain
+/// (logged), else `None`: the caller's own error applies.
+pub fn refused_by_kernel(error: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+    let scarce = scarce_in(error)?;
+    tracing::warn!(error = %crate::error::chain(error), ?scarce, "out of capacity");
+    Some(refusal(scarce))
 }
 
 /// The start log line: how many sessions fit and what bounds them (a warning when

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
 
 fn machine(fd_limit: u64, fds_open: u64) -> Machine {
@@ -63,7 +64,11 @@ fn a_full_headroom_refuses_with_capacity_naming_descriptors() {
     assert_eq!(refused.category, "capacity");
     assert_eq!(refused.status.as_u16(), 503);
     assert_eq!(refused.retry_after, Some(5));
-    assert!(refused.message.contains("no descriptors left"), "{}", refused.message);
+    assert!(
+        refused.message.contains("no descriptors left"),
+        "{}",
+        refused.message
+    );
 }
 
 #[test]
@@ -103,4 +108,27 @@ fn kernel_refusals_are_named_by_resource() {
     assert_eq!(scarce_in(&setup), Some(Scarce::Descriptors));
     let eacces = std::io::Error::from_raw_os_error(libc::EACCES);
     assert_eq!(scarce_in(&eacces), None);
+}
+
+#[test]
+fn kernel_refusals_are_found_inside_a_session_error() {
+    let clone = SessionError::Sandbox(SandboxError::Os {
+        what: "clone the sandbox",
+        source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+    });
+    assert_eq!(scarce_in(&clone), Some(Scarce::Processes));
+    let setup = SessionError::Sandbox(SandboxError::Setup {
+        step: "open the workspace".into(),
+        errno: libc::EMFILE,
+        detail: String::new(),
+    });
+    assert_eq!(scarce_in(&setup), Some(Scarce::Descriptors));
+    let refused = refused_by_kernel(&setup).unwrap();
+    assert_eq!(
+        (refused.category, refused.status.as_u16()),
+        ("capacity", 503)
+    );
+    assert!(!refused.message.contains("task"), "{}", refused.message);
+    let descriptor = SessionError::Descriptor(std::io::Error::from_raw_os_error(libc::EMFILE));
+    assert_eq!(scarce_in(&descriptor), Some(Scarce::Descriptors));
 }
