@@ -8,7 +8,7 @@
 //! lack of descriptors, processes or memory, answer `capacity` 503 naming the resource, never
 //! a 500 that blames the task.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
@@ -160,6 +160,13 @@ fn children() -> u64 {
 
 fn read_number(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// This process's cgroup (v2) directory.
+fn own_cgroup() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
 }
 
 /// Processes this server may still make: the smallest of the kernel's `pid_max` and
@@ -318,14 +325,20 @@ pub fn scarce_in(error: &(dyn std::error::Error + 'static)) -> Option<Scarce> {
 /// more than the one measured at start).
 pub const COUNTED_NEAR: u64 = 16;
 
-/// The descriptor check made before each create or fork.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Processes kept beyond one session's for the commands a call starts.
+pub const PROCESS_MARGIN: u64 = 16;
+
+/// The check made before each create or fork.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Headroom {
     pub fd_limit: u64,
     pub reserved: u64,
     pub per_session: u64,
     /// Sessions the descriptors allow.
     pub sessions: u64,
+    pub processes_per_session: u64,
+    /// The server's cgroup directory when it has a `pids.max` (read at each check).
+    pub pids: Option<PathBuf>,
 }
 
 impl Headroom {
@@ -335,11 +348,14 @@ impl Headroom {
             reserved: plan.reserved,
             per_session: cost.descriptors,
             sessions: plan.by_descriptors,
+            processes_per_session: cost.processes,
+            pids: own_cgroup().filter(|dir| read_number(&dir.join("pids.max")).is_some()),
         }
     }
 
     /// Whether one more session fits beside the `held` ones (sessions open or being made,
-    /// this one not counted): by the plan, and near its bound by the descriptors open now.
+    /// this one not counted): descriptors by the plan, and near its bound by those open now;
+    /// processes by the cgroup's `pids.max`; memory by `MemAvailable`.
     pub fn check(&self, held: u64) -> Result<(), ApiError> {
         if held >= self.sessions {
             return Err(refusal(Scarce::Descriptors));
@@ -349,8 +365,40 @@ impl Headroom {
         {
             return Err(refusal(Scarce::Descriptors));
         }
+        if let Some(dir) = &self.pids
+            && let Some(max) = read_number(&dir.join("pids.max"))
+        {
+            let current = read_number(&dir.join("pids.current")).unwrap_or(0);
+            processes_verdict(current, max, self.processes_per_session)?;
+        }
+        if let Some(available) = memory_available() {
+            memory_verdict(available)?;
+        }
         Ok(())
     }
+}
+
+/// `capacity` when `current` of `max` processes leave no room for a session of `per_session`
+/// and the commands of a call.
+pub fn processes_verdict(current: u64, max: u64, per_session: u64) -> Result<(), ApiError> {
+    if current + per_session + PROCESS_MARGIN > max {
+        return Err(ApiError::capacity(format!(
+            "no processes left for another session ({current} in use of the pids limit of {max}): close sessions or raise the limit"
+        )));
+    }
+    Ok(())
+}
+
+/// `capacity` when `available` bytes would not hold two more sessions.
+pub fn memory_verdict(available: u64) -> Result<(), ApiError> {
+    if available < 2 * SESSION_MEMORY_BYTES {
+        return Err(ApiError::capacity(format!(
+            "no memory left for another session ({} KiB available, a session takes about {} KiB): close sessions or add memory",
+            available / 1024,
+            SESSION_MEMORY_BYTES / 1024
+        )));
+    }
+    Ok(())
 }
 
 /// The `capacity` refusal when the kernel refused a resource somewhere in `error`'s chain

@@ -58,6 +58,8 @@ fn a_full_headroom_refuses_with_capacity_naming_descriptors() {
         reserved: 64,
         per_session: 9,
         sessions: 3,
+        processes_per_session: 1,
+        pids: None,
     };
     assert!(headroom.check(2).is_ok());
     let refused = headroom.check(3).unwrap_err();
@@ -79,6 +81,8 @@ fn near_the_bound_the_descriptors_open_now_decide() {
         reserved: 0,
         per_session: 1,
         sessions: 10,
+        processes_per_session: 1,
+        pids: None,
     };
     assert!(headroom.check(0).is_err());
 }
@@ -131,4 +135,30 @@ fn kernel_refusals_are_found_inside_a_session_error() {
     assert!(!refused.message.contains("task"), "{}", refused.message);
     let descriptor = SessionError::Descriptor(std::io::Error::from_raw_os_error(libc::EMFILE));
     assert_eq!(scarce_in(&descriptor), Some(Scarce::Descriptors));
+}
+
+#[test]
+fn processes_and_memory_near_their_end_refuse_naming_them() {
+    assert!(processes_verdict(100, 1000, 1).is_ok());
+    let refused = processes_verdict(990, 1000, 1).unwrap_err();
+    assert_eq!(
+        (refused.category, refused.status.as_u16()),
+        ("capacity", 503)
+    );
+    assert!(
+        refused.message.contains("no processes left")
+            && refused
+                .message
+                .contains("990 in use of the pids limit of 1000"),
+        "{}",
+        refused.message
+    );
+    assert!(memory_verdict(1 << 30).is_ok());
+    let refused = memory_verdict(SESSION_MEMORY_BYTES).unwrap_err();
+    assert!(
+        refused.message.starts_with("no memory left"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(refused.retry_after, Some(5));
 }
