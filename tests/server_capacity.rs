@@ -306,6 +306,14 @@ fn creates_past_the_descriptor_limit_answered_500_blaming_the_task() {
     assert_eq!(ids.len(), planned, "{}\n{}", refused.body, server.log());
     assert_descriptors_refusal(&refused);
     assert_descriptors_refusal(&server.create());
+    // A fork needs a session's descriptors as well.
+    let fork = http(
+        server.port,
+        "POST",
+        &format!("/v1/sessions/{}/fork", ids[0]),
+        "",
+    );
+    assert_descriptors_refusal(&fork);
 
     // The sessions it holds still answer tool calls.
     for id in &ids {
