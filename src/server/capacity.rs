@@ -118,13 +118,15 @@ pub fn plan(
     }
 }
 
-/// Raise the soft descriptor limit to the hard one; the soft limit now in force.
+/// Raise the soft descriptor limit to the hard one (an unlimited hard one: to the kernel's
+/// `fs.nr_open`, the most a process may have); the soft limit now in force.
 pub fn raise_descriptor_limit() -> u64 {
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return 1024;
     };
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        return hard;
+    let target = read_number(Path::new("/proc/sys/fs/nr_open")).map_or(hard, |n| n.min(hard));
+    if soft < target && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_ok() {
+        return target;
     }
     soft
 }
