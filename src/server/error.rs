@@ -111,6 +111,15 @@ impl ApiError {
         }
     }
 
+    /// The machine has no room for another session: `message` names the resource (descriptors,
+    /// processes, memory), what is used of it and what to do.
+    pub fn capacity(message: impl Into<String>) -> ApiError {
+        ApiError {
+            retry_after: Some(5),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "capacity", message)
+        }
+    }
+
     pub fn draining() -> ApiError {
         ApiError {
             retry_after: Some(5),

@@ -90,8 +90,12 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-/// A session error as an API error: logged in full, sent without internals.
+/// A session error as an API error: logged in full, sent without internals. A resource the
+/// kernel refused (descriptors, processes, memory) is `capacity`, not the session's fault.
 fn session_error(what: &str, e: &SessionError) -> ApiError {
+    if let Some(refused) = super::capacity::refused_by_kernel(e) {
+        return refused;
+    }
     tracing::error!(error = %crate::error::chain(e), "{what}");
     match e {
         // Names the task only.
@@ -208,6 +212,9 @@ fn load_task(state: &AppState, name: &str) -> Result<TaskSpec, ApiError> {
         return Err(ApiError::task_not_found(name));
     }
     TaskSpec::load(&dir).map_err(|e| {
+        if let Some(refused) = super::capacity::refused_by_kernel(&e) {
+            return refused;
+        }
         tracing::error!(task = name, error = %crate::error::chain(&e), "task does not load");
         ApiError::internal(format!("task {name} does not load: see the server's log"))
     })

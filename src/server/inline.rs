@@ -53,6 +53,9 @@ pub fn load(
         )));
     }
     let env = EnvSpec::load(&env_dir).map_err(|e| {
+        if let Some(refused) = super::capacity::refused_by_kernel(&e) {
+            return refused;
+        }
         tracing::error!(env = %env_name, error = %crate::error::chain(&e), "environment does not load");
         ApiError::internal(format!("environment {env_name} does not load: see the server's log"))
     })?;
@@ -81,6 +84,9 @@ fn write_task_dir(
     id: &str,
 ) -> Result<(), ApiError> {
     let internal = |e: std::io::Error| {
+        if let Some(refused) = super::capacity::refused_by_kernel(&e) {
+            return refused;
+        }
         tracing::error!(error = %e, "cannot write an inline task");
         ApiError::internal("cannot store the inline task: see the server's log")
     };
@@ -159,6 +165,9 @@ fn write_files(field: &str, files: &Value, root: &Path) -> Result<(), ApiError> 
             .map_or(Ok(()), fs::create_dir_all)
             .and_then(|()| fs::write(&target, text));
         if let Err(e) = written {
+            if let Some(refused) = super::capacity::refused_by_kernel(&e) {
+                return Err(refused);
+            }
             return Err(ApiError::bad_request(format!(
                 "field `{field}`: cannot write `{}` ({e})",
                 name.chars().take(128).collect::<String>()
@@ -182,6 +191,9 @@ fn invalid(e: &TaskError) -> ApiError {
             key.as_ref().map(|k| format!(".{k}")).unwrap_or_default()
         )),
         other => {
+            if let Some(refused) = super::capacity::refused_by_kernel(other) {
+                return refused;
+            }
             tracing::error!(error = %crate::error::chain(other), "inline task does not load");
             ApiError::bad_request("the inline task does not load: see the server's log")
         }

@@ -5,6 +5,7 @@
 //!
 //! - [`connections`]: how many connections, from whom, how long a request head may take, and
 //!   how long a connection may stay idle;
+//! - [`capacity`]: how many sessions the machine holds, and the refusal past it;
 //! - [`bodies`]: request bodies, bounded in size and time before any handler reads them;
 //! - [`error`]: API errors (category, status, agent-safe message);
 //! - [`registry`]: the open sessions;
@@ -15,6 +16,7 @@
 //! - [`resume`]: at start, the sessions a killed server left.
 
 pub mod bodies;
+pub mod capacity;
 pub mod connections;
 pub mod error;
 pub mod handlers;
@@ -235,6 +237,8 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
             return Err(ServerError::ZeroDeadline { flag });
         }
     }
+    // Sessions are bounded by descriptors first: take all the hard limit allows.
+    let fd_limit = capacity::raise_descriptor_limit();
     let root = &session_options.state_root;
     crate::workspace::state_root::prepare(root)?;
     // One server per state directory: its sessions are this server's alone.
@@ -257,7 +261,7 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
         .build()
         .map_err(ServerError::Runtime)?;
     runtime.block_on(prewarm(blocking_threads));
-    runtime.block_on(serve(config, session_options, claimed))
+    runtime.block_on(serve(config, session_options, claimed, fd_limit))
 }
 
 /// Hold `root/serve.lock` (an exclusive `flock`, released when the server exits, however).
@@ -312,6 +316,7 @@ async fn serve(
     config: ServeConfig,
     session_options: SessionOptions,
     claimed: Vec<PathBuf>,
+    fd_limit: u64,
 ) -> Result<(), ServerError> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -323,8 +328,30 @@ async fn serve(
         addr: config.listen.clone(),
         source,
     })?;
+    // Before any session: what the machine offers, what one session costs, how many fit.
+    let machine = capacity::machine(fd_limit);
+    let cost = {
+        let (workspaces, options) = (config.workspaces.clone(), session_options.clone());
+        tokio::task::spawn_blocking(move || capacity::measure_session(&workspaces, &options))
+            .await
+            .unwrap_or(capacity::SessionCost {
+                descriptors: capacity::UNMEASURED_SESSION_FDS,
+                processes: 1,
+                measured: false,
+            })
+    };
+    let plan = capacity::plan(
+        &machine,
+        &cost,
+        config.max_connections as u64,
+        config.max_sessions as u64,
+    );
+    capacity::log(&plan, &machine, &cost);
     let state = Arc::new(AppState {
-        registry: Registry::new(config.max_sessions),
+        registry: Registry::new(
+            config.max_sessions,
+            capacity::Headroom::new(&plan, &machine, &cost),
+        ),
         config,
         session_options,
         metrics: Metrics::default(),

@@ -49,6 +49,7 @@ const HEAD: &str = r##"{
                   "invalid_transition",
                   "lock_timeout",
                   "too_many_sessions",
+                  "capacity",
                   "draining",
                   "too_many_connections",
                   "payload_too_large",

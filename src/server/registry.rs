@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
+use super::capacity::Headroom;
 use super::error::ApiError;
 use crate::session::Session;
 
@@ -40,6 +41,8 @@ pub struct Registry {
     /// Sessions held or being made (a slot is taken before a session is built).
     slots: AtomicUsize,
     pub max: usize,
+    /// What the descriptors allow (see [`super::capacity`]).
+    headroom: Headroom,
     started: Instant,
 }
 
@@ -58,11 +61,12 @@ impl Drop for Slot<'_> {
 }
 
 impl Registry {
-    pub fn new(max: usize) -> Registry {
+    pub fn new(max: usize, headroom: Headroom) -> Registry {
         Registry {
             sessions: Mutex::new(HashMap::new()),
             slots: AtomicUsize::new(0),
             max,
+            headroom,
             started: Instant::now(),
         }
     }
@@ -77,17 +81,23 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Take a slot for a new session, or `too_many_sessions`.
+    /// Take a slot for a new session: `too_many_sessions` past `--max-sessions`, `capacity`
+    /// when the descriptors left would not hold one more session beside what they must keep
+    /// for answering.
     pub fn reserve(&self) -> Result<Slot<'_>, ApiError> {
-        self.slots
+        let held = self
+            .slots
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < self.max).then_some(n + 1)
             })
             .map_err(|_| ApiError::too_many_sessions(self.max))?;
-        Ok(Slot {
+        // Taken first, so that the slot given back on a refusal is this one.
+        let slot = Slot {
             registry: self,
             used: false,
-        })
+        };
+        self.headroom.check(held as u64)?;
+        Ok(slot)
     }
 
     /// Add a session in a reserved slot; its id.

@@ -22,6 +22,7 @@ from .client import Client, Session
 from .errors import (
     AnswerLost,
     BadRequest,
+    CapacityExceeded,
     Draining,
     EnvcraftError,
     InternalError,
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidTransition",
     "PayloadTooLarge",
     "TooManySessions",
+    "CapacityExceeded",
     "LockTimeout",
     "Draining",
     "ServerTimeout",

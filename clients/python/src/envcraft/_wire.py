@@ -3,8 +3,8 @@
 Each endpoint is a function returning a ``Request`` (method, path, JSON body); the sync and
 async clients only send it and hand the answer back here. ``RetryPolicy.delay`` decides
 whether and how long to wait before sending again: the one place that knows which errors are
-worth a retry (``lock_timeout``: the call never ran; ``too_many_sessions``: the session was
-never made), so both clients retry alike.
+worth a retry (``lock_timeout``: the call never ran; ``too_many_sessions`` and ``capacity``:
+the session was never made), so both clients retry alike.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import quote
 
-from .errors import EnvcraftError, LockTimeout, ProtocolError, TooManySessions
+from .errors import CapacityExceeded, EnvcraftError, LockTimeout, ProtocolError, TooManySessions
 
 USER_AGENT = "envcraft-python/0.1"
 
@@ -210,7 +210,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to wait on ``lock_timeout`` (503) and ``too_many_sessions`` (429).
+    """How often and how long to wait on ``lock_timeout`` (503), ``too_many_sessions`` (429) and
+    ``capacity`` (503).
 
     The wait is the server's ``Retry-After`` when it sent one, else ``backoff * 2**attempt``,
     never more than ``max_wait`` seconds; after ``max_retries`` retries the error is raised.
@@ -222,7 +223,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, error: EnvcraftError) -> Optional[float]:
         """Seconds to wait before retry number ``attempt + 1``, or ``None``: raise ``error``."""
-        if not isinstance(error, (LockTimeout, TooManySessions)):
+        if not isinstance(error, (LockTimeout, TooManySessions, CapacityExceeded)):
             return None
         if attempt >= self.max_retries:
             return None

@@ -39,7 +39,7 @@ class Client:
     ``url`` is the server's base URL (``http://127.0.0.1:8080``), ``token`` the bearer token
     when the server requires one, ``timeout`` the seconds one connect or read may take (a tool
     call runs a command: keep it above the policy's wall-clock limit), ``max_retries`` how
-    often a ``lock_timeout`` or ``too_many_sessions`` answer is retried (honouring
+    often a ``lock_timeout``, ``too_many_sessions`` or ``capacity`` answer is retried (honouring
     ``Retry-After``), ``max_connections`` how many idle keep-alive connections are kept for
     reuse (0: a new connection per request), ``idle_timeout`` the seconds after which an idle
     one is closed instead. ``close()`` (or ``with``) closes the idle connections; the client

@@ -22,6 +22,7 @@ __all__ = [
     "InvalidTransition",
     "PayloadTooLarge",
     "TooManySessions",
+    "CapacityExceeded",
     "LockTimeout",
     "Draining",
     "ServerTimeout",
@@ -93,6 +94,12 @@ class TooManySessions(EnvcraftError):
     """429: the server holds its maximum of sessions; retry after ``retry_after``."""
 
 
+class CapacityExceeded(EnvcraftError):
+    """503: the server's machine has no room for another session (descriptors, processes or
+    memory: the message names which); no session was made. Retried after ``retry_after``, as
+    ``TooManySessions`` is; close sessions or use another server."""
+
+
 class LockTimeout(EnvcraftError):
     """503: the session's lock was busy for the whole bounded wait; retry after ``retry_after``."""
 
@@ -133,6 +140,7 @@ CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
     "invalid_transition": InvalidTransition,
     "payload_too_large": PayloadTooLarge,
     "too_many_sessions": TooManySessions,
+    "capacity": CapacityExceeded,
     "lock_timeout": LockTimeout,
     "draining": Draining,
     "timeout": ServerTimeout,

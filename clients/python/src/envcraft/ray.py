@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from . import _wire
 from ._wire import Task
 from .client import DEFAULT_TIMEOUT, Client, Session
-from .errors import Draining, EnvcraftError, TooManySessions, TransportError
+from .errors import CapacityExceeded, Draining, EnvcraftError, TooManySessions, TransportError
 
 LISTENING_PREFIX = "listening on "
 
@@ -204,8 +204,8 @@ class EnvcraftPool:
 
     def create(self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None) -> Session:
         """A session of ``task`` (``"ENV/ID"`` or an inline task: see ``Client.create``) on the
-        server with the fewest sessions; a server that is full, draining or unreachable is
-        passed over for the next. When every one is, the last error is raised
+        server with the fewest sessions; a server that is full (or out of capacity), draining or
+        unreachable is passed over for the next. When every one is, the last error is raised
         (``TooManySessions``: try again later). A bad ``seed`` or ``task`` raises before any
         server is asked."""
         _wire.checked_task(task)
@@ -217,7 +217,7 @@ class EnvcraftPool:
         for i in order:
             try:
                 session = self._create_clients[i].create(task, base_time, seed)
-            except (TooManySessions, Draining, TransportError) as e:
+            except (TooManySessions, CapacityExceeded, Draining, TransportError) as e:
                 last = e
                 continue
             session.client = self.clients[i]  # its calls retry lock_timeout as configured

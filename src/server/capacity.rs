@@ -1,0 +1,450 @@
+//! How many sessions this machine can hold, and the answer when one more does not fit.
+//!
+//! At start the server raises its soft descriptor limit to the hard one, measures what one
+//! session costs in descriptors and processes (a session made and closed before serving), and
+//! plans: the descriptors left once accepting and answering are reserved, divided by a
+//! session's cost, against `--max-sessions`, the pids limits and the memory available. The plan
+//! is logged. Creates past the descriptor bound, and any create or fork the kernel refuses for
+//! lack of descriptors, processes or memory, answer `capacity` 503 naming the resource, never
+//! a 500 that blames the task.
+
+use std::path::{Path, PathBuf};
+
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+use super::error::ApiError;
+use crate::sandbox::SandboxError;
+use crate::session::{Session, SessionError, SessionOptions};
+use crate::spec::task::TaskSpec;
+
+/// Descriptors kept for accepting and answering beyond one per connection (the listener, logs,
+/// the files a call opens for a moment, the pipes of a command).
+pub const ANSWER_MARGIN: u64 = 64;
+
+/// Descriptors of one session when none could be measured (no task under the workspaces made
+/// a session at start): the sandbox's channel and pidfd, the workspace and view descriptors,
+/// the cgroup's, the transcript, rounded up.
+pub const UNMEASURED_SESSION_FDS: u64 = 12;
+
+/// Memory of the machine one idle session takes, measured system-wide for issue 16 (9.8 GB of
+/// `/proc/meminfo` for 2,217 idle sessions): an estimate, not measured at each start.
+pub const SESSION_MEMORY_BYTES: u64 = 4_400_000;
+
+/// The resource a session could not get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scarce {
+    Descriptors,
+    Processes,
+    Memory,
+}
+
+/// What one session costs the server process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCost {
+    pub descriptors: u64,
+    pub processes: u64,
+    /// Whether it was measured (else the descriptors are [`UNMEASURED_SESSION_FDS`]).
+    pub measured: bool,
+}
+
+/// What the machine offers, read at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Machine {
+    /// The soft descriptor limit after raising it.
+    pub fd_limit: u64,
+    /// Descriptors open before any session.
+    pub fds_open: u64,
+    /// Processes this server may still make (pids limits), if any bound is known.
+    pub processes_left: Option<u64>,
+    /// `MemAvailable` of `/proc/meminfo`.
+    pub memory_available: Option<u64>,
+}
+
+/// How many sessions fit, and what bounds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Sessions the descriptors allow.
+    pub by_descriptors: u64,
+    pub by_processes: Option<u64>,
+    pub by_memory: Option<u64>,
+    pub max_sessions: u64,
+    /// Descriptors kept for connections and answers.
+    pub reserved: u64,
+    /// The smallest bound: how many sessions this machine can hold.
+    pub sessions: u64,
+    /// What sets `sessions`: `descriptors`, `max_sessions`, `processes` or `memory`.
+    pub bound: &'static str,
+}
+
+/// Plan the sessions of a server with `max_connections` and `max_sessions` on `machine`.
+/// The reserve for answering is `max_connections + ANSWER_MARGIN`, but never more than half of
+/// what is left (a limit too low for every connection still holds sessions; connections past
+/// it wait in the listen backlog).
+pub fn plan(
+    machine: &Machine,
+    cost: &SessionCost,
+    max_connections: u64,
+    max_sessions: u64,
+) -> Plan {
+    let left = machine.fd_limit.saturating_sub(machine.fds_open);
+    let reserved = (max_connections + ANSWER_MARGIN).min(left / 2);
+    let by_descriptors = left.saturating_sub(reserved) / cost.descriptors.max(1);
+    let by_processes = machine
+        .processes_left
+        .map(|left| left / cost.processes.max(1));
+    let by_memory = machine.memory_available.map(|m| m / SESSION_MEMORY_BYTES);
+    let mut sessions = max_sessions;
+    let mut bound = "max_sessions";
+    for (candidate, name) in [
+        (Some(by_descriptors), "descriptors"),
+        (by_processes, "processes"),
+        (by_memory, "memory"),
+    ] {
+        if let Some(n) = candidate
+            && n < sessions
+        {
+            sessions = n;
+            bound = name;
+        }
+    }
+    Plan {
+        by_descriptors,
+        by_processes,
+        by_memory,
+        max_sessions,
+        reserved,
+        sessions,
+        bound,
+    }
+}
+
+/// Raise the soft descriptor limit to the hard one (an unlimited hard one: to the kernel's
+/// `fs.nr_open`, the most a process may have); the soft limit now in force.
+pub fn raise_descriptor_limit() -> u64 {
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    let target = read_number(Path::new("/proc/sys/fs/nr_open")).map_or(hard, |n| n.min(hard));
+    if soft < target && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_ok() {
+        return target;
+    }
+    soft
+}
+
+/// The soft descriptor limit in force.
+pub fn descriptor_limit() -> u64 {
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft)
+}
+
+/// Descriptors this process has open (entries of `/proc/self/fd`, less the one reading it).
+pub fn open_descriptors() -> u64 {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| dir.count().saturating_sub(1) as u64)
+        .unwrap_or(0)
+}
+
+/// Processes whose parent is this one.
+fn children() -> u64 {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // pid (comm) state ppid ...: comm may hold spaces, so split after its `)`.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(|p| p == me))
+                .unwrap_or(false)
+        })
+        .count() as u64
+}
+
+fn read_number(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// This process's cgroup (v2) directory.
+fn own_cgroup() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+}
+
+/// Processes this server may still make: the smallest of the kernel's `pid_max` and
+/// `threads-max` and its cgroup's `pids.max`, less what exists.
+fn processes_left() -> Option<u64> {
+    let tasks_now = std::fs::read_dir("/proc").ok()?.count() as u64;
+    let kernel = [
+        read_number(Path::new("/proc/sys/kernel/pid_max")),
+        read_number(Path::new("/proc/sys/kernel/threads-max")),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .map(|n| n.saturating_sub(tasks_now));
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| {
+            let path = text
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))?
+                .to_string();
+            let dir = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+            let max = read_number(&dir.join("pids.max"))?;
+            let current = read_number(&dir.join("pids.current")).unwrap_or(0);
+            Some(max.saturating_sub(current))
+        });
+    [kernel, cgroup].into_iter().flatten().min()
+}
+
+fn memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// What the machine offers now (descriptors counted now: call before any session).
+pub fn machine(fd_limit: u64) -> Machine {
+    Machine {
+        fd_limit,
+        fds_open: open_descriptors(),
+        processes_left: processes_left(),
+        memory_available: memory_available(),
+    }
+}
+
+/// Measure one session: make one of the first task under `workspaces` that makes one (at most
+/// three tried), count this process's descriptors and children before and after, close it.
+pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCost {
+    for dir in crate::spec::task::find_tasks(workspaces)
+        .into_iter()
+        .take(3)
+    {
+        let Ok(task) = TaskSpec::load(&dir) else {
+            continue;
+        };
+        let (fds, kids) = (open_descriptors(), children());
+        let session = {
+            let _clone = super::clone_lock();
+            Session::create(&task, options)
+        };
+        let session = match session {
+            Ok(session) => session,
+            Err(e) => {
+                tracing::info!(task = %dir.display(), error = %crate::error::chain(&e), "capacity: no session to measure from this task");
+                continue;
+            }
+        };
+        let cost = SessionCost {
+            descriptors: open_descriptors().saturating_sub(fds).max(1),
+            processes: children().saturating_sub(kids).max(1),
+            measured: true,
+        };
+        session.close();
+        return cost;
+    }
+    SessionCost {
+        descriptors: UNMEASURED_SESSION_FDS,
+        processes: 1,
+        measured: false,
+    }
+}
+
+/// The refusal for `scarce`, with what is open now for descriptors.
+pub fn refusal(scarce: Scarce) -> ApiError {
+    match scarce {
+        Scarce::Descriptors => ApiError::capacity(format!(
+            "no descriptors left for another session ({} open of a limit of {}): close sessions or raise the limit",
+            open_descriptors(),
+            descriptor_limit()
+        )),
+        Scarce::Processes => ApiError::capacity(
+            "no processes left for another session (the kernel refused a new one): close sessions or raise the pids limit",
+        ),
+        Scarce::Memory => ApiError::capacity(
+            "no memory left for another session (the kernel refused it): close sessions or add memory",
+        ),
+    }
+}
+
+fn scarce_errno(errno: i32, from_clone: bool) -> Option<Scarce> {
+    match errno {
+        libc::EMFILE | libc::ENFILE => Some(Scarce::Descriptors),
+        libc::ENOMEM => Some(Scarce::Memory),
+        libc::EAGAIN if from_clone => Some(Scarce::Processes),
+        _ => None,
+    }
+}
+
+/// `e` as a sandbox error, also inside a session error (whose `transparent` variant hands
+/// on the sandbox error's source, never the sandbox error itself).
+fn sandbox_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a SandboxError> {
+    e.downcast_ref::<SandboxError>()
+        .or_else(|| match e.downcast_ref::<SessionError>() {
+            Some(SessionError::Sandbox(sandbox)) => Some(sandbox),
+            _ => None,
+        })
+}
+
+/// The resource the kernel refused somewhere in `error`'s chain: descriptors (EMFILE, ENFILE),
+/// memory (ENOMEM), processes (EAGAIN from a clone, or from a step of the sandbox's setup).
+pub fn scarce_in(error: &(dyn std::error::Error + 'static)) -> Option<Scarce> {
+    let mut from_clone = false;
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(sandbox) = sandbox_error(e) {
+            match sandbox {
+                SandboxError::Os { what, .. } => from_clone = what.starts_with("clone"),
+                SandboxError::Setup { errno, .. } => {
+                    if let Some(scarce) = scarce_errno(*errno, true) {
+                        return Some(scarce);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let errno = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .or_else(|| e.downcast_ref::<nix::errno::Errno>().map(|n| *n as i32));
+        if let Some(scarce) = errno.and_then(|n| scarce_errno(n, from_clone)) {
+            return Some(scarce);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// Sessions past which every create counts the descriptors really open (a session may cost
+/// more than the one measured at start).
+pub const COUNTED_NEAR: u64 = 16;
+
+/// Processes kept beyond one session's for the commands a call starts.
+pub const PROCESS_MARGIN: u64 = 16;
+
+/// The check made before each create or fork.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Headroom {
+    pub fd_limit: u64,
+    pub reserved: u64,
+    pub per_session: u64,
+    /// Sessions the descriptors allow.
+    pub sessions: u64,
+    pub processes_per_session: u64,
+    /// The server's cgroup directory when it has a `pids.max` (read at each check).
+    pub pids: Option<PathBuf>,
+}
+
+impl Headroom {
+    pub fn new(plan: &Plan, machine: &Machine, cost: &SessionCost) -> Headroom {
+        Headroom {
+            fd_limit: machine.fd_limit,
+            reserved: plan.reserved,
+            per_session: cost.descriptors,
+            sessions: plan.by_descriptors,
+            processes_per_session: cost.processes,
+            pids: own_cgroup().filter(|dir| read_number(&dir.join("pids.max")).is_some()),
+        }
+    }
+
+    /// Whether one more session fits beside the `held` ones (sessions open or being made,
+    /// this one not counted): descriptors by the plan, and near its bound by those open now;
+    /// processes by the cgroup's `pids.max`; memory by `MemAvailable`.
+    pub fn check(&self, held: u64) -> Result<(), ApiError> {
+        if held >= self.sessions {
+            return Err(refusal(Scarce::Descriptors));
+        }
+        if self.sessions - held <= COUNTED_NEAR
+            && open_descriptors() + self.per_session + self.reserved > self.fd_limit
+        {
+            return Err(refusal(Scarce::Descriptors));
+        }
+        if let Some(dir) = &self.pids
+            && let Some(max) = read_number(&dir.join("pids.max"))
+        {
+            let current = read_number(&dir.join("pids.current")).unwrap_or(0);
+            processes_verdict(current, max, self.processes_per_session)?;
+        }
+        if let Some(available) = memory_available() {
+            memory_verdict(available)?;
+        }
+        Ok(())
+    }
+}
+
+/// `capacity` when `current` of `max` processes leave no room for a session of `per_session`
+/// and the commands of a call.
+pub fn processes_verdict(current: u64, max: u64, per_session: u64) -> Result<(), ApiError> {
+    if current + per_session + PROCESS_MARGIN > max {
+        return Err(ApiError::capacity(format!(
+            "no processes left for another session ({current} in use of the pids limit of {max}): close sessions or raise the limit"
+        )));
+    }
+    Ok(())
+}
+
+/// `capacity` when `available` bytes would not hold two more sessions.
+pub fn memory_verdict(available: u64) -> Result<(), ApiError> {
+    if available < 2 * SESSION_MEMORY_BYTES {
+        return Err(ApiError::capacity(format!(
+            "no memory left for another session ({} KiB available, a session takes about {} KiB): close sessions or add memory",
+            available / 1024,
+            SESSION_MEMORY_BYTES / 1024
+        )));
+    }
+    Ok(())
+}
+
+/// The `capacity` refusal when the kernel refused a resource somewhere in `error`'s chain
+/// (logged), else `None`: the caller's own error applies.
+pub fn refused_by_kernel(error: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+    let scarce = scarce_in(error)?;
+    tracing::warn!(error = %crate::error::chain(error), ?scarce, "out of capacity");
+    Some(refusal(scarce))
+}
+
+/// The start log line: how many sessions fit and what bounds them (a warning when
+/// `--max-sessions` asks for more than the descriptors allow).
+pub fn log(plan: &Plan, machine: &Machine, cost: &SessionCost) {
+    tracing::info!(
+        sessions = plan.sessions,
+        bound = plan.bound,
+        by_descriptors = plan.by_descriptors,
+        by_processes = ?plan.by_processes,
+        by_memory = ?plan.by_memory,
+        max_sessions = plan.max_sessions,
+        descriptor_limit = machine.fd_limit,
+        descriptors_open = machine.fds_open,
+        descriptors_reserved = plan.reserved,
+        descriptors_per_session = cost.descriptors,
+        measured = cost.measured,
+        processes_per_session = cost.processes,
+        memory_per_session_estimate = SESSION_MEMORY_BYTES,
+        "capacity: this machine can hold {} sessions, bounded by {}",
+        plan.sessions,
+        plan.bound
+    );
+    if plan.max_sessions > plan.by_descriptors {
+        tracing::warn!(
+            max_sessions = plan.max_sessions,
+            by_descriptors = plan.by_descriptors,
+            descriptor_limit = machine.fd_limit,
+            "capacity: --max-sessions {} exceeds the {} sessions the descriptor limit of {} allows: creates past it answer 503 capacity; raise the hard limit (ulimit -Hn) to hold more",
+            plan.max_sessions,
+            plan.by_descriptors,
+            machine.fd_limit
+        );
+    }
+}
+
+#[cfg(test)]
+#[path = "capacity_tests.rs"]
+mod tests;

@@ -1,0 +1,164 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use super::*;
+
+fn machine(fd_limit: u64, fds_open: u64) -> Machine {
+    Machine {
+        fd_limit,
+        fds_open,
+        processes_left: None,
+        memory_available: None,
+    }
+}
+
+const NINE: SessionCost = SessionCost {
+    descriptors: 9,
+    processes: 1,
+    measured: true,
+};
+
+#[test]
+fn descriptors_bound_the_sessions_once_connections_are_reserved() {
+    // 20,000 - 100 open - (4,096 + 64) reserved = 15,740 left, 1,748 sessions of 9.
+    let plan = plan(&machine(20_000, 100), &NINE, 4096, 100_000);
+    assert_eq!(plan.reserved, 4096 + ANSWER_MARGIN);
+    assert_eq!(plan.by_descriptors, 1748);
+    assert_eq!((plan.sessions, plan.bound), (1748, "descriptors"));
+}
+
+#[test]
+fn max_sessions_bounds_when_the_descriptors_allow_more() {
+    let plan = plan(&machine(1 << 20, 100), &NINE, 4096, 1024);
+    assert_eq!((plan.sessions, plan.bound), (1024, "max_sessions"));
+}
+
+#[test]
+fn a_limit_too_low_for_every_connection_still_holds_sessions() {
+    // 1,024 - 24 = 1,000 left: at most half (500) reserved, 500 / 9 = 55 sessions.
+    let plan = plan(&machine(1024, 24), &NINE, 4096, 1024);
+    assert_eq!(plan.reserved, 500);
+    assert_eq!(plan.by_descriptors, 55);
+}
+
+#[test]
+fn the_smallest_of_processes_and_memory_bounds_too() {
+    let m = Machine {
+        processes_left: Some(300),
+        memory_available: Some(SESSION_MEMORY_BYTES * 200),
+        ..machine(1 << 20, 100)
+    };
+    let plan = plan(&m, &NINE, 64, 10_000);
+    assert_eq!((plan.sessions, plan.bound), (200, "memory"));
+    assert_eq!(plan.by_processes, Some(300));
+}
+
+#[test]
+fn a_full_headroom_refuses_with_capacity_naming_descriptors() {
+    let headroom = Headroom {
+        fd_limit: 1 << 20,
+        reserved: 64,
+        per_session: 9,
+        sessions: 3,
+        processes_per_session: 1,
+        pids: None,
+    };
+    assert!(headroom.check(2).is_ok());
+    let refused = headroom.check(3).unwrap_err();
+    assert_eq!(refused.category, "capacity");
+    assert_eq!(refused.status.as_u16(), 503);
+    assert_eq!(refused.retry_after, Some(5));
+    assert!(
+        refused.message.contains("no descriptors left"),
+        "{}",
+        refused.message
+    );
+}
+
+#[test]
+fn near_the_bound_the_descriptors_open_now_decide() {
+    // Planned room for 10, but the limit is below what is open now: refused at once.
+    let headroom = Headroom {
+        fd_limit: 1,
+        reserved: 0,
+        per_session: 1,
+        sessions: 10,
+        processes_per_session: 1,
+        pids: None,
+    };
+    assert!(headroom.check(0).is_err());
+}
+
+#[test]
+fn kernel_refusals_are_named_by_resource() {
+    let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+    assert_eq!(scarce_in(&emfile), Some(Scarce::Descriptors));
+    let enomem = std::io::Error::from_raw_os_error(libc::ENOMEM);
+    assert_eq!(scarce_in(&enomem), Some(Scarce::Memory));
+    let clone = SandboxError::Os {
+        what: "clone the sandbox",
+        source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+    };
+    assert_eq!(scarce_in(&clone), Some(Scarce::Processes));
+    // EAGAIN elsewhere (a read timing out) is not a capacity matter.
+    let read = SandboxError::Os {
+        what: "read the report",
+        source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+    };
+    assert_eq!(scarce_in(&read), None);
+    let setup = SandboxError::Setup {
+        step: "mount".into(),
+        errno: libc::ENFILE,
+        detail: String::new(),
+    };
+    assert_eq!(scarce_in(&setup), Some(Scarce::Descriptors));
+    let eacces = std::io::Error::from_raw_os_error(libc::EACCES);
+    assert_eq!(scarce_in(&eacces), None);
+}
+
+#[test]
+fn kernel_refusals_are_found_inside_a_session_error() {
+    let clone = SessionError::Sandbox(SandboxError::Os {
+        what: "clone the sandbox",
+        source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+    });
+    assert_eq!(scarce_in(&clone), Some(Scarce::Processes));
+    let setup = SessionError::Sandbox(SandboxError::Setup {
+        step: "open the workspace".into(),
+        errno: libc::EMFILE,
+        detail: String::new(),
+    });
+    assert_eq!(scarce_in(&setup), Some(Scarce::Descriptors));
+    let refused = refused_by_kernel(&setup).unwrap();
+    assert_eq!(
+        (refused.category, refused.status.as_u16()),
+        ("capacity", 503)
+    );
+    assert!(!refused.message.contains("task"), "{}", refused.message);
+    let descriptor = SessionError::Descriptor(std::io::Error::from_raw_os_error(libc::EMFILE));
+    assert_eq!(scarce_in(&descriptor), Some(Scarce::Descriptors));
+}
+
+#[test]
+fn processes_and_memory_near_their_end_refuse_naming_them() {
+    assert!(processes_verdict(100, 1000, 1).is_ok());
+    let refused = processes_verdict(990, 1000, 1).unwrap_err();
+    assert_eq!(
+        (refused.category, refused.status.as_u16()),
+        ("capacity", 503)
+    );
+    assert!(
+        refused.message.contains("no processes left")
+            && refused
+                .message
+                .contains("990 in use of the pids limit of 1000"),
+        "{}",
+        refused.message
+    );
+    assert!(memory_verdict(1 << 30).is_ok());
+    let refused = memory_verdict(SESSION_MEMORY_BYTES).unwrap_err();
+    assert!(
+        refused.message.starts_with("no memory left"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(refused.retry_after, Some(5));
+}
