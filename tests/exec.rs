@@ -803,3 +803,28 @@ fn the_clock_shim_freezes_the_wall_clock_of_programs_in_the_sandbox() {
         r.describe()
     );
 }
+
+#[test]
+fn a_hard_descriptor_limit_below_the_policys_failed_every_sandbox_setup() {
+    if !sandbox_ready() {
+        return;
+    }
+    // envcraft started under a hard limit of 512 open files, the policy asking for 1,024: the
+    // command gets the limit in force (stricter), not a setup that fails with EPERM.
+    let out = Command::new("bash")
+        .arg(common::contained().unwrap())
+        .arg("prlimit")
+        .arg("--nofile=512:512")
+        .arg(common::envcraft())
+        .args(["exec", "--workspace"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("workspaces/hello"))
+        .args(["--", "sh", "-c", "ulimit -n; ulimit -Hn"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "512\n512\n");
+}

@@ -572,18 +572,24 @@ fn restrict_landlock(
 
 /// The (resource, soft, hard) limits every command gets.
 pub(super) fn command_rlimits(plan: &Plan) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    use nix::sys::resource::{Resource, getrlimit};
     plan.rlimits
         .iter()
         .map(|limit| {
-            let resource = match limit.resource {
-                RlimitKind::Cpu => libc::RLIMIT_CPU,
-                RlimitKind::AddressSpace => libc::RLIMIT_AS,
-                RlimitKind::Processes => libc::RLIMIT_NPROC,
-                RlimitKind::FileSize => libc::RLIMIT_FSIZE,
-                RlimitKind::OpenFiles => libc::RLIMIT_NOFILE,
-                RlimitKind::Core => libc::RLIMIT_CORE,
+            let (resource, current) = match limit.resource {
+                RlimitKind::Cpu => (libc::RLIMIT_CPU, Resource::RLIMIT_CPU),
+                RlimitKind::AddressSpace => (libc::RLIMIT_AS, Resource::RLIMIT_AS),
+                RlimitKind::Processes => (libc::RLIMIT_NPROC, Resource::RLIMIT_NPROC),
+                RlimitKind::FileSize => (libc::RLIMIT_FSIZE, Resource::RLIMIT_FSIZE),
+                RlimitKind::OpenFiles => (libc::RLIMIT_NOFILE, Resource::RLIMIT_NOFILE),
+                RlimitKind::Core => (libc::RLIMIT_CORE, Resource::RLIMIT_CORE),
             };
-            (resource, limit.soft, limit.hard)
+            // A hard limit can only be lowered: under a hard limit already below the policy's
+            // (a server started with a small descriptor limit), the command gets the one in
+            // force, which is stricter, rather than a setup that fails with EPERM.
+            let in_force = getrlimit(current).map(|(_, hard)| hard).unwrap_or(u64::MAX);
+            let hard = limit.hard.min(in_force);
+            (resource, limit.soft.min(hard), hard)
         })
         .collect()
 }
