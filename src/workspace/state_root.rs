@@ -64,17 +64,30 @@ pub fn default_root() -> PathBuf {
             )
             .is_ok()
     };
+    let uid = nix::unistd::geteuid().as_raw();
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && writable_dir(p));
+        .filter(|p| p.is_absolute() && writable_dir(p))
+        .filter(|p| {
+            use std::os::unix::fs::MetadataExt;
+            p.metadata().is_ok_and(|m| runtime_dir_fits(uid, m.mode()))
+        });
     let shm = Path::new("/dev/shm");
     choose(
         std::env::var_os("ENVCRAFT_STATE_DIR").map(PathBuf::from),
         runtime,
         writable_dir(shm).then(|| shm.to_path_buf()),
         std::env::temp_dir(),
-        nix::unistd::geteuid().as_raw(),
+        uid,
     )
+}
+
+/// Whether a runtime directory of mode `mode` can hold the state root of `uid`: for root, only
+/// one others may search, since a sandbox's root is then an unprivileged host uid that must
+/// reach its run directory below it (`/run/user/0` is 0700: the run would lose its idmapped
+/// template); for anyone else, whatever it is (their sandboxes run as themselves).
+fn runtime_dir_fits(uid: u32, mode: u32) -> bool {
+    uid != 0 || mode & 0o001 != 0
 }
 
 /// The choice of [`default_root`], from what the environment offers.
@@ -173,6 +186,13 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn roots_state_root_skips_a_runtime_directory_others_cannot_search() {
+        assert!(!super::runtime_dir_fits(0, 0o40700));
+        assert!(super::runtime_dir_fits(0, 0o41777));
+        assert!(super::runtime_dir_fits(1000, 0o40700));
+    }
 
     #[test]
     fn the_default_is_a_directory_of_our_own_not_the_shared_place_itself() {
