@@ -8,11 +8,10 @@ mod common;
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -76,25 +75,7 @@ impl Server {
             .stderr(fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("the server printed no address within 20 s");
-            }
-        };
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        let port = common::listening_port(&mut child, &log);
         Server {
             child: Some(child),
             port,

@@ -9,12 +9,11 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -92,26 +91,7 @@ fn spawn(state: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> (Chi
         )
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
-        let _ = child.kill();
-        panic!(
-            "the server printed no address within 20 s: {}",
-            fs::read_to_string(log).unwrap_or_default()
-        );
-    };
-    let port = line
-        .trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+    let port = common::listening_port(&mut child, log);
     (child, port)
 }
 

@@ -1179,3 +1179,29 @@ pub fn read_available(file: &File) -> Vec<u8> {
     }
     out
 }
+
+/// The port of an `envcraft serve` just spawned with its stdout piped: its first line
+/// (`listening on http://ADDR:PORT`), waited for at most 20 s. On no line, the server is killed
+/// and the test fails with its log.
+pub fn listening_port(child: &mut std::process::Child, log: &Path) -> u16 {
+    use std::io::{BufRead, BufReader};
+    let stdout = child.stdout.take().expect("the server's stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!(
+            "the server printed no address within 20 s\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    };
+    line.trim()
+        .strip_prefix("listening on http://")
+        .and_then(|addr| addr.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+}
