@@ -9,7 +9,7 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
