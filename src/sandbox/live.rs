@@ -23,7 +23,9 @@ use nix::unistd::Pid;
 
 use super::cgroup::{self, RunCgroup};
 use super::channel::{Channel, Report};
-use super::child::{self, CommandSpec, StateDirs, Stdio};
+use super::child;
+use super::child::StateDirs;
+use super::command::{self, CommandSpec, Stdio};
 use super::landlock::LandlockOutcome;
 use super::plan::{Plan, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
@@ -507,7 +509,7 @@ impl Sandbox {
                             stdout: out_w.as_fd(),
                             stderr: err_w.as_fd(),
                         };
-                        child::command_main(
+                        command::command_main(
                             &self.plan,
                             seccomp,
                             rules,

@@ -2,7 +2,8 @@
 //! policy asks for, and report what happened and what was enforced.
 //!
 //! - [`plan`] (pure) turns a policy and a request into a [`plan::Plan`];
-//! - [`child`] applies it in the cloned processes, in one documented order;
+//! - [`child`] applies it in the cloned init, in one documented order, and [`command`] in each
+//!   command process (and, without namespaces, in the command cloned by envcraft itself);
 //! - [`live`] starts the clone and keeps it: a [`Sandbox`] runs commands (output captured
 //!   with a cap, a wall-clock limit, the process group killed at its end) and reads the
 //!   changes from the upper layer it was handed; closing it ends everything (the PID
@@ -25,6 +26,7 @@
 pub mod cgroup;
 pub mod channel;
 pub mod child;
+pub mod command;
 mod idmap;
 pub mod landlock;
 pub mod live;

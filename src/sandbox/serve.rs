@@ -9,7 +9,8 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::channel::{Channel, Report};
-use super::child::{Step, StepError, command_rlimits, resolve};
+use super::child::{Step, StepError, command_rlimits};
+use super::command::resolve;
 use super::landlock;
 use super::plan::Plan;
 use super::spawn;
