@@ -243,8 +243,11 @@ impl Drop for Handling {
 /// once a request head took too long.
 pub struct Watched {
     stream: TcpStream,
-    _place: OwnedSemaphorePermit,
+    // Dropped in this order: the address's count goes down before the server's place is freed,
+    // so that the accept the freed place wakes never sees this connection still counted against
+    // its address (and refuses a client of that address that is in fact within its bound).
     _peer_slot: PeerSlot,
+    _place: OwnedSemaphorePermit,
     connection: Connection,
     limits: ConnectionLimits,
     idle_deadline: Pin<Box<Sleep>>,
