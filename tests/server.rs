@@ -24,25 +24,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Whether this machine can run the `default` policy's sandbox (`envcraft doctor` exits 0);
-/// skips loudly otherwise.
-fn sandbox_works() -> bool {
-    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let works = *WORKS.get_or_init(|| {
-        Command::new(common::envcraft())
-            .arg("doctor")
-            .current_dir(root())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    if !works {
-        common::skip("`envcraft doctor` says the default policy cannot run here");
-    }
-    works
-}
-
 /// A running `envcraft serve`; killed (SIGKILL) on drop if still running.
 struct Server {
     child: Option<Child>,
@@ -110,7 +91,7 @@ impl Server {
 
     /// A new session of `TASK`, or None (after a loud skip) when no sandbox can be built here.
     fn session(&self) -> Option<String> {
-        if !sandbox_works() {
+        if !common::default_policy_runs() {
             return None;
         }
         let r = self.post("/v1/sessions", json!({"task": TASK}));
@@ -446,7 +427,7 @@ fn a_session_of_the_example_task_end_to_end() {
         "/v1/sessions",
         json!({"task": TASK, "base_time": "2026-03-06T17:30:00+01:00"}),
     );
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     assert_eq!(
@@ -694,7 +675,7 @@ fn worker(port: u16, n: usize) -> String {
 #[test]
 fn parallel_sessions_do_not_mix() {
     let server = Server::start(&[]);
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let port = server.port;
@@ -922,7 +903,7 @@ fn after_a_kill_and_restart_sessions_are_resumed_or_not_found() {
 #[test]
 fn inline_tasks_are_checked_run_and_verified() {
     let server = Server::start(&[]);
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let inline = |extra: Value| {
@@ -1017,7 +998,7 @@ fn inline_tasks_are_checked_run_and_verified() {
 #[test]
 fn a_seed_reaches_the_sessions_commands() {
     let server = Server::start(&[]);
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let r = server.post("/v1/sessions", json!({"task": TASK, "seed": 1234}));
@@ -1124,7 +1105,7 @@ fn a_second_server_on_the_same_state_directory_is_refused() {
 #[test]
 fn sessions_created_under_load_never_hang() {
     let server = Server::start(&["--max-sessions", "64", "--lock-wait-ms", "60000"]);
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let port = server.port;

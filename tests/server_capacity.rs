@@ -10,7 +10,7 @@ mod common;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,15 +27,7 @@ fn root() -> PathBuf {
 
 /// Whether the default policy's sandbox and `prlimit` are here; skips loudly otherwise.
 fn ready() -> bool {
-    let doctor = Command::new(common::envcraft())
-        .arg("doctor")
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !doctor {
-        common::skip("`envcraft doctor` says the default policy cannot run here");
+    if !common::default_policy_runs() {
         return false;
     }
     let prlimit = Command::new("prlimit")
@@ -50,47 +42,6 @@ fn ready() -> bool {
     prlimit
 }
 
-/// The `example` environment under `dir`, its sandboxes limited to 64 descriptors (a sandbox
-/// cannot be given more than the server's own hard limit).
-fn workspaces(dir: &Path) -> PathBuf {
-    let ws = dir.join("ws");
-    fs::create_dir_all(&ws).unwrap();
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(root().join("workspaces/example"))
-        .arg(ws.join("example"))
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let policy = fs::read_to_string(root().join("policies/default.toml")).unwrap();
-    let policy: String = policy
-        .lines()
-        .map(|l| {
-            if l.starts_with("open_files") {
-                "open_files = 64".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    fs::write(ws.join("example/policy.toml"), policy + "\n").unwrap();
-    let env = fs::read_to_string(ws.join("example/env.toml")).unwrap();
-    let env: String = env
-        .lines()
-        .map(|l| {
-            if l.starts_with("policy") {
-                "policy = \"policy.toml\"".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    fs::write(ws.join("example/env.toml"), env + "\n").unwrap();
-    ws
-}
-
 /// A running `envcraft serve` under `prlimit --nofile=NOFILE:NOFILE`; killed on drop.
 struct Server {
     child: Child,
@@ -102,7 +53,7 @@ struct Server {
 impl Server {
     fn start() -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let ws = workspaces(dir.path());
+        let ws = root().join("workspaces");
         let log = dir.path().join("server.log");
         let mut child = Command::new("prlimit")
             .arg(format!("--nofile={NOFILE}:{NOFILE}"))

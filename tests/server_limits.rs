@@ -364,22 +364,6 @@ fn a_body_that_stops_arriving_is_cut_at_the_body_deadline() {
     );
 }
 
-/// Whether this machine can run the `default` policy's sandbox (`envcraft doctor` exits 0);
-/// skips loudly otherwise.
-fn sandbox_works() -> bool {
-    let works = Command::new(common::envcraft())
-        .arg("doctor")
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        common::skip("`envcraft doctor` says the default policy cannot run here");
-    }
-    works
-}
-
 impl Server {
     fn post(&self, path: &str, body: Value) -> Answer {
         self.request("POST", path, &body.to_string())
@@ -424,7 +408,7 @@ const MIB_PER_STREAM: &str =
 /// all of its output.
 #[test]
 fn an_exec_printing_a_mebibyte_per_stream_does_not_cost_the_transcript_eight() {
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let server = Server::start(&[]);
@@ -466,7 +450,7 @@ fn an_exec_printing_a_mebibyte_per_stream_does_not_cost_the_transcript_eight() {
 /// transcript ends with one truncation event and stops growing, and the server says so.
 #[test]
 fn past_the_policys_transcript_limit_calls_answer_and_the_transcript_stops() {
-    if !sandbox_works() {
+    if !common::default_policy_runs() {
         return;
     }
     let workspaces = tempfile::tempdir().unwrap();

@@ -1205,3 +1205,22 @@ pub fn listening_port(child: &mut std::process::Child, log: &Path) -> u16 {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
 }
+
+/// Whether this machine can run the `default` policy's sandbox (`envcraft doctor` exits 0, asked
+/// once); skips loudly otherwise.
+pub fn default_policy_runs() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let works = *WORKS.get_or_init(|| {
+        Command::new(envcraft())
+            .arg("doctor")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !works {
+        skip("`envcraft doctor` says the default policy cannot run here");
+    }
+    works
+}
