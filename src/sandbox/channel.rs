@@ -167,7 +167,19 @@ impl Channel {
 
     /// Receive one report and the descriptors sent with it; `Ok(None)` at end of stream
     /// (every sender closed its end).
+    ///
+    /// A peer that closed its end with a message of ours unread (the init ending the sandbox
+    /// as a `Freeze` went out) makes the next read fail with `ECONNRESET` once, though what it
+    /// sent before closing is still queued: the error is taken by that read, and the queue is
+    /// read on.
     pub fn recv(&self) -> std::io::Result<Option<(Report, Vec<OwnedFd>)>> {
+        match self.recv_once() {
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => self.recv_once(),
+            other => other,
+        }
+    }
+
+    fn recv_once(&self) -> std::io::Result<Option<(Report, Vec<OwnedFd>)>> {
         let mut buf = vec![0u8; self.next_message_len()?.max(1)];
         let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS + 1]);
         let (len, fds) = {
@@ -244,6 +256,18 @@ mod tests {
             env: vec![("K".into(), "v".repeat(len))],
             last: false,
         }
+    }
+
+    #[test]
+    fn what_a_peer_sent_before_closing_on_an_unread_message_is_still_read() {
+        let (a, b) = Channel::pair().unwrap();
+        let stopped = Report::Thaw;
+        b.send(&stopped, &[]).unwrap();
+        a.send(&Report::Freeze, &[]).unwrap();
+        // b closes with a's message unread: the kernel marks a's end ECONNRESET.
+        drop(b);
+        assert_eq!(a.recv().unwrap().map(|(r, _)| r), Some(stopped));
+        assert!(a.recv().unwrap().is_none(), "then the end of the stream");
     }
 
     #[test]
