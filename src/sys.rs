@@ -291,6 +291,16 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
+/// How many threads this process has (the `Threads:` line of `/proc/self/status`).
+pub fn thread_count() -> io::Result<usize> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("/proc/self/status has no Threads line"))
+}
+
 /// `_exit(2)`: leave a forked child without running the parent's atexit handlers or flushing
 /// buffers that belong to the parent.
 pub fn exit_now(code: i32) -> ! {

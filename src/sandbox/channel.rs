@@ -131,6 +131,11 @@ impl Channel {
         Ok((Channel { fd: a }, Channel { fd: b }))
     }
 
+    /// The end whose descriptor is `fd` (an end handed over by the sandbox maker).
+    pub fn from_fd(fd: OwnedFd) -> Channel {
+        Channel { fd }
+    }
+
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

@@ -27,17 +27,20 @@ pub struct Prestart {
 }
 
 impl Prestart {
-    /// Clone the init into new user, mount, PID, IPC and UTS namespaces. With `network` it
+    /// Clone the init into new user, mount, PID, IPC and UTS namespaces: by the sandbox maker
+    /// when one runs in this process (see [`crate::sandbox::maker`]), else here. With `network` it
     /// begins a network namespace at once, as a plan for a policy without network will want.
     pub fn clone(network: bool) -> Result<Prestart, SandboxError> {
+        if let Some(made) = crate::sandbox::maker::make_init(network) {
+            let (init, channel) = made?;
+            return Ok(Prestart {
+                init,
+                channel: Some(channel),
+            });
+        }
         let (parent_end, child_end) = Channel::pair().map_err(os("create the report channel"))?;
-        let flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
         // The network namespace is made by the init, beside its other setup: see `netns`.
-        match sys::clone_process(flags) {
+        match sys::clone_process(crate::sandbox::maker::INIT_NAMESPACES) {
             Ok(Cloned::Child) => {
                 drop(parent_end);
                 child::init_main(&child_end, network)
@@ -46,15 +49,7 @@ impl Prestart {
                 init: Pid::from_raw(pid),
                 channel: Some(parent_end),
             }),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
-                ) =>
-            {
-                Err(SandboxError::NamespacesUnavailable(e))
-            }
-            Err(e) => Err(os("clone the sandbox")(e)),
+            Err(e) => Err(crate::sandbox::maker::clone_error(e)),
         }
     }
 

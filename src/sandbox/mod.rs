@@ -30,6 +30,7 @@ pub mod command;
 mod idmap;
 pub mod landlock;
 pub mod live;
+pub mod maker;
 mod mounts;
 pub mod netns;
 pub mod plan;
@@ -94,6 +95,8 @@ pub enum SandboxError {
     },
     #[error("the sandbox's init ended without reporting the command's status")]
     Lost,
+    #[error("the sandbox maker has ended: no new sandbox can be made until the server restarts")]
+    MakerGone(#[source] io::Error),
     #[error("a command's input is {0} bytes; at most 65536 can be given")]
     StdinTooLarge(usize),
     #[error("{0} background commands are running: kill one before starting another")]

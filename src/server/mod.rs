@@ -237,6 +237,11 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
             return Err(ServerError::ZeroDeadline { flag });
         }
     }
+    // Before anything opens a descriptor or starts a thread: the process that makes every
+    // sandbox (see `sandbox::maker`).
+    if let Err(e) = crate::sandbox::maker::start() {
+        tracing::warn!(error = %crate::error::Chain(&e), "no sandbox maker: sandboxes are cloned from the server itself");
+    }
     // Sessions are bounded by descriptors first: take all the hard limit allows.
     let fd_limit = capacity::raise_descriptor_limit();
     let root = &session_options.state_root;
@@ -247,20 +252,26 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
     // sandboxes' directories and cgroups) goes.
     let claimed = crate::session::resume::claim(root);
     crate::sandbox::stale::sweep_once(&session_options.state_root);
-    // Sandboxes are cloned from this (multi-threaded) process, and the child keeps glibc's
-    // view of the other threads and whatever locks they held at that moment (thread creation
-    // takes some; glibc's set*id wrappers waited on the phantom threads until the child moved
-    // to raw syscalls). So every thread is made up front and kept: a fixed, prewarmed
-    // blocking pool that never shrinks (see `CLONE_LOCK` for the threads that session work
-    // itself starts).
-    let blocking_threads = config.max_sessions.clamp(8, 256) + 4;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(blocking_threads)
-        .thread_keep_alive(Duration::from_secs(365 * 24 * 3600))
-        .build()
-        .map_err(ServerError::Runtime)?;
-    runtime.block_on(prewarm(blocking_threads));
+    // Every sandbox's init is cloned by the sandbox maker, forked here while this process
+    // has no other thread (see `sandbox::maker`). Where it cannot start, inits are cloned from
+    // this multi-threaded process, and the child keeps glibc's view of the other threads and
+    // whatever locks they held: then every thread is made up front and kept (a fixed,
+    // prewarmed blocking pool that never shrinks) and clones are serialized (`clone_lock`).
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    let prewarmed = if crate::sandbox::maker::running() {
+        None
+    } else {
+        let threads = config.max_sessions.clamp(8, 256) + 4;
+        runtime
+            .max_blocking_threads(threads)
+            .thread_keep_alive(Duration::from_secs(365 * 24 * 3600));
+        Some(threads)
+    };
+    let runtime = runtime.build().map_err(ServerError::Runtime)?;
+    if let Some(threads) = prewarmed {
+        runtime.block_on(prewarm(threads));
+    }
     runtime.block_on(serve(config, session_options, claimed, fd_limit))
 }
 
@@ -297,19 +308,25 @@ async fn prewarm(n: usize) {
 }
 
 /// Held while session work clones a process (creating or forking a session, running a
-/// grader) or starts threads (hashing a manifest while verifying): a clone taken while
-/// another thread of this process is being created inherits the locks that creation holds
-/// (and, before the child used raw set*id syscalls, hung in `setgroups`). Calls (`exec`, `process`, `skill`) go through the sandbox's own
-/// init and need no lock; without namespaces (a fallback where user namespaces are refused)
-/// envcraft clones commands itself, and that case is not covered here yet. The lasting fix is
-/// to clone sandboxes from a single-threaded helper process.
+/// grader) or starts threads (hashing a manifest while verifying), when no sandbox maker runs
+/// (see [`crate::sandbox::maker`]): a clone taken while another thread of this process is
+/// being created inherits the locks that creation holds. Calls (`exec`, `process`, `skill`) go
+/// through the sandbox's own init and need no lock; without namespaces (a fallback where user
+/// namespaces are refused) envcraft clones commands itself, allocations paused around the
+/// clone (`sys::CloneSafeAlloc`), and that case takes no lock.
 static CLONE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Take [`CLONE_LOCK`] (a panic while it was held does not matter: it guards no data).
-pub(crate) fn clone_lock() -> std::sync::MutexGuard<'static, ()> {
-    CLONE_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Take [`CLONE_LOCK`] when this process clones inits itself; nothing when the maker does.
+/// (A panic while it was held does not matter: it guards no data.)
+pub(crate) fn clone_lock() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if crate::sandbox::maker::running() {
+        return None;
+    }
+    Some(
+        CLONE_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
 }
 
 async fn serve(
