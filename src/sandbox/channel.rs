@@ -73,8 +73,9 @@ pub enum Report {
     WorkspaceReady { kind: WorkspaceKind },
     /// init → envcraft: the cgroup namespace could (or could not) be entered.
     CgroupNamespace { entered: bool },
-    /// init → envcraft: the root is built and the init serves `Exec` requests.
-    Ready,
+    /// init → envcraft: the root is built, the init is restricted as `landlock` says (every
+    /// command inherits it), and it serves `Exec` requests.
+    Ready { landlock: LandlockOutcome },
     /// command → envcraft: about to `execve`, restricted as listed.
     CommandReady {
         id: u64,

@@ -166,7 +166,9 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     let home = join_cgroup(channel)?; // 10
     let landlock = apply_landlock(&init)?; // 11
     restrict_current_process(&init.seccomp)?; // 12
-    channel.send(&Report::Ready, &[]).step("report ready")?;
+    channel
+        .send(&Report::Ready { landlock }, &[])
+        .step("report ready")?;
     serve(landlock, &init.plan, channel)?; // 13-16, per command
     stop(home, channel); // 17
     Ok(0)

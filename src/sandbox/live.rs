@@ -298,7 +298,10 @@ impl Sandbox {
         fds: Vec<OwnedFd>,
     ) -> Result<Option<Report>, SandboxError> {
         match report {
-            Report::Ready => self.ready = true,
+            Report::Ready { landlock } => {
+                self.ready = true;
+                self.landlock = Some(landlock);
+            }
             Report::WorkspaceReady { kind } => {
                 self.kind = kind;
                 let mut fds = fds.into_iter();

@@ -226,9 +226,9 @@ impl Session {
         Ok(session)
     }
 
-    /// A session around a started sandbox: check it works (one command, which also tells what
-    /// Landlock enforced, and fails here if a required protection is missing), open its
-    /// workspace for the file tools, make its directory.
+    /// A session around a started sandbox: check it works and learn what it enforced (from the
+    /// init, or without namespaces from a first command; either fails here if a required
+    /// protection is missing), open its workspace for the file tools, make its directory.
     fn assemble(
         parts: Parts,
         mut sandbox: Sandbox,
@@ -241,6 +241,14 @@ impl Session {
         // A fork's sandbox is its parent's, built again: what was enforced is known.
         let enforced = match known {
             Some(enforced) => enforced,
+            // The init reports what it enforced once its root is built and it is restricted
+            // (every command inherits that); a setup that failed, or a required protection
+            // missing, fails here.
+            None if sandbox.plan().namespaced => {
+                sandbox.wait_ready()?;
+                sandbox::enforced(&sandbox)
+            }
+            // Without namespaces each command restricts itself: the first one tells.
             None => {
                 let probe = sandbox.exec(&sandbox::ExecRequest {
                     argv: vec!["/bin/true".into()],
