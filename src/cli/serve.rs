@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// lock_timeout).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub lock_wait_ms: u64,
+    /// Sandboxes made ahead of need: this many inits of each kind a task asked for (their
+    /// namespaces made, nothing given to them yet), and this many whole sandboxes of each plan
+    /// asked for more than once (at most 8 plans); creates take one instead of waiting. 0: none.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub warm_sandboxes: usize,
 }
 
 pub fn run(args: ServeArgs) -> Result<i32, Error> {
@@ -86,6 +91,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         }),
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),
+        warm_sandboxes: args.warm_sandboxes,
     };
     let options = SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.path)?,

@@ -346,6 +346,21 @@ impl Sandbox {
         Ok(())
     }
 
+    /// Whether the sandbox's init is still running (true without namespaces: there is none).
+    pub fn init_alive(&self) -> bool {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        match &self.backend {
+            Backend::Namespaced { init, .. } => matches!(
+                waitid(
+                    Id::Pid(*init),
+                    WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+                ),
+                Ok(WaitStatus::StillAlive)
+            ),
+            Backend::Host { .. } => true,
+        }
+    }
+
     pub fn plan(&self) -> &Plan {
         &self.plan
     }

@@ -27,10 +27,19 @@ pub struct Prestart {
 }
 
 impl Prestart {
-    /// Clone the init into new user, mount, PID, IPC and UTS namespaces: by the sandbox maker
-    /// when one runs in this process (see [`crate::sandbox::maker`]), else here. With `network` it
+    /// Clone the init into new user, mount, PID, IPC and UTS namespaces: a warm one when one
+    /// is ready (see [`crate::sandbox::warm`]), else by the sandbox maker when one runs in
+    /// this process (see [`crate::sandbox::maker`]), else here. With `network` it
     /// begins a network namespace at once, as a plan for a policy without network will want.
     pub fn clone(network: bool) -> Result<Prestart, SandboxError> {
+        match crate::sandbox::warm::take(network) {
+            Some(warm) => Ok(warm),
+            None => Prestart::clone_now(network),
+        }
+    }
+
+    /// [`Prestart::clone`], never from the warm inits (see [`crate::sandbox::warm`]).
+    pub(crate) fn clone_now(network: bool) -> Result<Prestart, SandboxError> {
         if let Some(made) = crate::sandbox::maker::make_init(network) {
             let (init, channel) = made?;
             return Ok(Prestart {
@@ -51,6 +60,18 @@ impl Prestart {
             }),
             Err(e) => Err(crate::sandbox::maker::clone_error(e)),
         }
+    }
+
+    /// Whether the init is still running (it has not exited, nor been killed).
+    pub(crate) fn alive(&self) -> bool {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        matches!(
+            waitid(
+                Id::Pid(self.init),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+            ),
+            Ok(WaitStatus::StillAlive)
+        )
     }
 
     /// The init and our end of its channel, for the sandbox it becomes.

@@ -34,11 +34,13 @@ pub mod maker;
 mod mounts;
 pub mod netns;
 pub mod plan;
+pub mod pool;
 pub mod probe;
 pub mod seccomp;
 mod serve;
 pub mod spawn;
 pub mod stale;
+pub mod warm;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -269,7 +271,10 @@ pub fn start(
     // The init is cloned first, so that its namespaces (the network namespace above all) are
     // made while the run is planned. Where that fails, it is tried again below, after the
     // plan, whose outcome decides (a refused user namespace falls back or fails there).
-    let prestart = if request.without_namespaces {
+    // With sandboxes built ahead (see `pool`, and `warm` for the inits), the plan comes
+    // first: a sandbox of that very plan may be waiting, and a warm init is taken, not made.
+    let pooled = !request.without_namespaces && pool::active();
+    let prestart = if request.without_namespaces || pooled {
         None
     } else {
         Prestart::clone(plan::wants_network_namespace(policy)).ok()
@@ -278,6 +283,12 @@ pub fn start(
     let host = probe::HostFacts::read();
     let idmap = idmap::host_root(host.uid) && idmap::reachable(state_root);
     let plan = Plan::build(policy, request, &host.as_plan_host(owner, idmap))?;
+    if pooled
+        && plan.namespaced
+        && let Some(sandbox) = pool::take(&plan, state_root)
+    {
+        return Ok(sandbox);
+    }
     match Sandbox::start_prestarted(&plan, state_root, prestart) {
         Err(SandboxError::IdmapRefused { path, source }) => {
             // The template's filesystem cannot idmap: the sandbox's root becomes the template's

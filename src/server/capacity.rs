@@ -26,9 +26,10 @@ pub const ANSWER_MARGIN: u64 = 64;
 /// the cgroup's, the transcript, rounded up.
 pub const UNMEASURED_SESSION_FDS: u64 = 12;
 
-/// Memory of the machine one idle session takes, measured system-wide for issue 16 (9.8 GB of
-/// `/proc/meminfo` for 2,217 idle sessions): an estimate, not measured at each start.
-pub const SESSION_MEMORY_BYTES: u64 = 4_400_000;
+/// Memory of the machine one idle session takes, measured system-wide (`/proc/meminfo`) with
+/// inits made by the sandbox maker: 712-843 KiB at 500-1,000 idle sessions (see
+/// bench/README.md), rounded up. An estimate, not measured at each start.
+pub const SESSION_MEMORY_BYTES: u64 = 1 << 20;
 
 /// The resource a session could not get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +75,47 @@ pub struct Plan {
     pub sessions: u64,
     /// What sets `sessions`: `descriptors`, `max_sessions`, `processes` or `memory`.
     pub bound: &'static str,
+}
+
+/// How many sandboxes of each kind and plan the server builds ahead (`--warm-sandboxes`, see
+/// `sandbox::warm` and `sandbox::pool`): `requested`, cut so that all of them together take at
+/// most an eighth of the descriptors and processes sessions could have (0 under a tight limit).
+pub fn warm_sandboxes(
+    machine: &Machine,
+    cost: &SessionCost,
+    max_connections: u64,
+    requested: usize,
+) -> usize {
+    let left = machine.fd_limit.saturating_sub(machine.fds_open);
+    let reserved = (max_connections + ANSWER_MARGIN).min(left / 2);
+    let mut fit = left.saturating_sub(reserved) / 8 / pooled(1, cost.descriptors);
+    if let Some(processes) = machine.processes_left {
+        fit = fit.min(processes / 8 / pooled(1, cost.processes));
+    }
+    requested.min(usize::try_from(fit).unwrap_or(usize::MAX))
+}
+
+/// What `warm` sandboxes of each kind and plan hold at most, counted as `each` per sandbox: a
+/// warm init of either kind and a whole sandbox of each of the pooled plans.
+fn pooled(warm: u64, each: u64) -> u64 {
+    warm * (2 + crate::sandbox::pool::MAX_PLANS as u64 * each.max(1))
+}
+
+impl Machine {
+    /// This machine with what `warm` sandboxes built ahead hold taken as already used.
+    pub fn less_warm(&self, warm: usize, cost: &SessionCost) -> Machine {
+        let warm = warm as u64;
+        Machine {
+            fds_open: self.fds_open + pooled(warm, cost.descriptors),
+            processes_left: self
+                .processes_left
+                .map(|left| left.saturating_sub(pooled(warm, cost.processes))),
+            memory_available: self
+                .memory_available
+                .map(|m| m.saturating_sub(pooled(warm, SESSION_MEMORY_BYTES))),
+            ..*self
+        }
+    }
 }
 
 /// Plan the sessions of a server with `max_connections` and `max_sessions` on `machine`.

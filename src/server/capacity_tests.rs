@@ -162,3 +162,22 @@ fn processes_and_memory_near_their_end_refuse_naming_them() {
     );
     assert_eq!(refused.retry_after, Some(5));
 }
+
+#[test]
+fn sandboxes_built_ahead_are_cut_to_an_eighth_of_the_descriptors_and_counted_as_used() {
+    // A roomy limit: all 8 asked for; each holds 2 + 8 * 9 = 74 descriptors.
+    let roomy = machine(1 << 20, 100);
+    assert_eq!(warm_sandboxes(&roomy, &NINE, 4096, 8), 8);
+    let less = roomy.less_warm(8, &NINE);
+    assert_eq!(less.fds_open, 100 + 8 * 74);
+    // 200 descriptors (the capacity test's limit): (200 - 13 - 93) / 8 < 74: none.
+    let tight = machine(200, 13);
+    assert_eq!(warm_sandboxes(&tight, &NINE, 8, 8), 0);
+    assert_eq!(tight.less_warm(0, &NINE), tight);
+    // Processes bound it too: 1,000 left, an eighth is 125, one of each holds 2 + 8 = 10.
+    let pids = Machine {
+        processes_left: Some(1000),
+        ..roomy
+    };
+    assert_eq!(warm_sandboxes(&pids, &NINE, 4096, 64), 12);
+}

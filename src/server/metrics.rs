@@ -79,6 +79,16 @@ impl Metrics {
              # TYPE envcraft_sessions_open gauge\n\
              envcraft_sessions_open {sessions_open}"
         );
+        let [inits, inits_networked] = crate::sandbox::warm::ready();
+        let _ = writeln!(
+            out,
+            "# HELP envcraft_sandboxes_ready Sandboxes made ahead of creates, waiting (see --warm-sandboxes).\n\
+             # TYPE envcraft_sandboxes_ready gauge\n\
+             envcraft_sandboxes_ready{{kind=\"init\"}} {}\n\
+             envcraft_sandboxes_ready{{kind=\"plan\"}} {}",
+            inits + inits_networked,
+            crate::sandbox::pool::ready()
+        );
         let _ = writeln!(
             out,
             "# HELP envcraft_sessions_created_total Sessions created (forks included).\n\

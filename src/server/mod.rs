@@ -113,6 +113,8 @@ pub struct ServeConfig {
     pub header_timeout: Duration,
     /// How long a request body may take to arrive (never more than `request_timeout`).
     pub body_timeout: Duration,
+    /// Sandboxes of each kind begun ahead of creates (see [`crate::sandbox::warm`]).
+    pub warm_sandboxes: usize,
 }
 
 /// Shared by every request.
@@ -357,6 +359,14 @@ async fn serve(
                 measured: false,
             })
     };
+    // What is built ahead comes out of what sessions may take.
+    let warm = capacity::warm_sandboxes(
+        &machine,
+        &cost,
+        config.max_connections as u64,
+        config.warm_sandboxes,
+    );
+    let machine = machine.less_warm(warm, &cost);
     let plan = capacity::plan(
         &machine,
         &cost,
@@ -364,6 +374,20 @@ async fn serve(
         config.max_sessions as u64,
     );
     capacity::log(&plan, &machine, &cost);
+    // Only now (the measurement above counted one session's descriptors and processes): the
+    // warm sandboxes, made ahead of creates (see `sandbox::warm`).
+    if warm < config.warm_sandboxes {
+        tracing::info!(
+            warm,
+            asked = config.warm_sandboxes,
+            "capacity: fewer sandboxes built ahead than --warm-sandboxes asks"
+        );
+    }
+    if let Err(e) =
+        crate::sandbox::warm::start(warm).and_then(|()| crate::sandbox::pool::start(warm))
+    {
+        tracing::warn!(error = %e, "no sandboxes built ahead: cannot start their threads");
+    }
     let state = Arc::new(AppState {
         registry: Registry::new(
             config.max_sessions,

@@ -1,0 +1,199 @@
+//! Sandboxes built ahead of need, by plan: for a plan asked for more than once (the N
+//! rollouts of one task), a few sandboxes of exactly that plan are built in the background and
+//! wait, root built and restricted, for the next create to take one whole.
+//!
+//! A pooled sandbox is a fresh one built earlier: made by [`Sandbox::start`] from the same
+//! [`Plan`] (so the same root, workspace, limits, environment, policy and protections), with
+//! nothing run in it and nothing given to it but the plan; it is taken once and never handed
+//! back (a closed session's sandbox is closed, never pooled). The session's clock and seed are
+//! not part of the sandbox (they reach each command with the call), so they are the session's
+//! own. What tells it from a fresh one is its start time in `/proc`, and that the template was
+//! mounted when it was built: a template edited meanwhile shows as it would to a session
+//! opened before the edit.
+//!
+//! Bounded: [`start`]'s `per_plan` sandboxes for each of at most [`MAX_PLANS`] plans, the plans
+//! used least recently dropped (their sandboxes closed). A plan whose build fails is no longer
+//! pooled. A sandbox whose init died while it waited is closed when it is taken.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use super::plan::Plan;
+use super::{Sandbox, SandboxError};
+
+/// The most plans kept built at once.
+pub const MAX_PLANS: usize = 8;
+
+/// How many times a plan must be asked for before it is pooled: a task opened once costs no
+/// sandboxes nobody takes.
+const ASKS_BEFORE_POOLING: u64 = 2;
+
+struct Pool {
+    per_plan: usize,
+    state: Mutex<Plans>,
+    wanted: Condvar,
+}
+
+#[derive(Default)]
+struct Plans {
+    by_key: HashMap<Vec<u8>, Entry>,
+    /// Keys, least recently asked for first.
+    recent: VecDeque<Vec<u8>>,
+}
+
+struct Entry {
+    plan: Plan,
+    state_root: PathBuf,
+    ready: Vec<Sandbox>,
+    asks: u64,
+    /// Building this plan failed once: it is no longer built ahead.
+    failed: bool,
+}
+
+static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+
+/// Keep `per_plan` sandboxes built for each plan asked for more than once (nothing with 0).
+/// Once per process; later calls do nothing. Scope: a process whose inits come from the
+/// sandbox maker (a clone from this thread would copy the whole server otherwise).
+pub fn start(per_plan: usize) -> Result<(), std::io::Error> {
+    if per_plan == 0 || !super::maker::running() || POOL.get().is_some() {
+        return Ok(());
+    }
+    let pool = Arc::new(Pool {
+        per_plan,
+        state: Mutex::new(Plans::default()),
+        wanted: Condvar::new(),
+    });
+    let builder = pool.clone();
+    std::thread::Builder::new()
+        .name("envcraft-pool".into())
+        .spawn(move || builder.build_forever())?;
+    let _ = POOL.set(pool);
+    Ok(())
+}
+
+/// Whether sandboxes are pooled in this process.
+pub fn active() -> bool {
+    POOL.get().is_some()
+}
+
+/// A sandbox built ahead for `plan` under `state_root`, if one is ready; records the ask
+/// either way (the plan is pooled from its second ask on).
+pub(super) fn take(plan: &Plan, state_root: &Path) -> Option<Sandbox> {
+    let pool = POOL.get()?;
+    let key = serde_json::to_vec(&(plan, state_root)).ok()?;
+    let mut plans = pool.lock();
+    plans.touch(&key);
+    let entry = plans.by_key.entry(key.clone()).or_insert_with(|| Entry {
+        plan: plan.clone(),
+        state_root: state_root.to_path_buf(),
+        ready: Vec::new(),
+        asks: 0,
+        failed: false,
+    });
+    entry.asks += 1;
+    let mut dead = Vec::new();
+    let taken = loop {
+        match entry.ready.pop() {
+            Some(sandbox) if sandbox.init_alive() => break Some(sandbox),
+            Some(sandbox) => dead.push(sandbox),
+            None => break None,
+        }
+    };
+    let evicted = plans.evict_beyond(MAX_PLANS);
+    drop(plans);
+    pool.wanted.notify_one();
+    // Closed outside the lock: a close waits for the init to end.
+    drop((dead, evicted));
+    taken
+}
+
+/// How many sandboxes are built and waiting, over all plans.
+pub fn ready() -> usize {
+    POOL.get().map_or(0, |pool| {
+        pool.lock().by_key.values().map(|e| e.ready.len()).sum()
+    })
+}
+
+impl Plans {
+    /// Move `key` to the most recent end.
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(at) = self.recent.iter().position(|k| k == key) {
+            self.recent.remove(at);
+        }
+        self.recent.push_back(key.to_vec());
+    }
+
+    /// Drop the plans used least recently beyond `max`; their sandboxes, to be closed.
+    fn evict_beyond(&mut self, max: usize) -> Vec<Sandbox> {
+        let mut closed = Vec::new();
+        while self.recent.len() > max {
+            if let Some(key) = self.recent.pop_front()
+                && let Some(entry) = self.by_key.remove(&key)
+            {
+                closed.extend(entry.ready);
+            }
+        }
+        closed
+    }
+
+    /// A plan to build one more sandbox for: asked for often enough, short, not failed.
+    fn short(&self, per_plan: usize) -> Option<(Vec<u8>, Plan, PathBuf)> {
+        self.recent.iter().rev().find_map(|key| {
+            let entry = self.by_key.get(key)?;
+            (entry.asks >= ASKS_BEFORE_POOLING && !entry.failed && entry.ready.len() < per_plan)
+                .then(|| (key.clone(), entry.plan.clone(), entry.state_root.clone()))
+        })
+    }
+}
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Plans> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Build sandboxes as they are wanted, forever (the thread ends with the process).
+    fn build_forever(&self) {
+        loop {
+            let (key, plan, state_root) = {
+                let mut plans = self.lock();
+                loop {
+                    match plans.short(self.per_plan) {
+                        Some(next) => break next,
+                        None => {
+                            plans = self
+                                .wanted
+                                .wait(plans)
+                                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                        }
+                    }
+                }
+            };
+            let built = build(&plan, &state_root);
+            let mut plans = self.lock();
+            let Some(entry) = plans.by_key.get_mut(&key) else {
+                // Evicted while it was built: closed below, outside the lock.
+                drop(plans);
+                drop(built);
+                continue;
+            };
+            match built {
+                Ok(sandbox) => entry.ready.push(sandbox),
+                Err(e) => {
+                    entry.failed = true;
+                    tracing::info!(error = %crate::error::Chain(&e), "a plan is no longer built ahead: building it failed");
+                }
+            }
+        }
+    }
+}
+
+/// One sandbox of `plan`, built and ready to serve.
+fn build(plan: &Plan, state_root: &Path) -> Result<Sandbox, SandboxError> {
+    let mut sandbox = Sandbox::start(plan, state_root)?;
+    sandbox.wait_ready()?;
+    Ok(sandbox)
+}
