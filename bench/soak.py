@@ -367,7 +367,7 @@ class Soak:
                 order = list(KINDS)
                 self.rng.shuffle(order)
             kind = order.pop()
-            if self.tamper == "template" and sum(self.faults.values()) == 1:
+            if self.tamper == "template" and sum(self.faults.values()) == 0:
                 with open(os.path.join(self.workspaces, "example", "files", "notes", "todo.md"), "a") as f:
                     f.write("tampered\n")
             async with self.quiet:
