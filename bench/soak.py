@@ -506,12 +506,12 @@ class Soak:
         await self.finish()
 
 
-def summary(soak, duration, seed, ok):
+def summary(soak, duration, seed, ok, binary):
     passed = sum(p for p, _ in soak.checks.values())
     failed = sum(f for _, f in soak.checks.values())
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "duration_s": duration, "seed": seed, "faults": soak.faults, "calls": soak.calls,
+        "duration_s": duration, "seed": seed, "binary": os.path.relpath(binary, ROOT), "faults": soak.faults, "calls": soak.calls,
         "sessions_checked": soak.outcomes,
         "checks": {k: {"passed": p, "failed": f} for k, (p, f) in sorted(soak.checks.items())},
         "checks_passed": passed, "checks_failed": failed, "failures": soak.failures[:20], "ok": ok,
@@ -551,7 +551,7 @@ def main():
             soak.check("soak_ran_to_its_end", False, repr(e))
         soak.final_checks()
         ok = not soak.failures and all(n > 0 for n in soak.faults.values())
-        result = summary(soak, duration, seed, ok)
+        result = summary(soak, duration, seed, ok, binary)
     finally:
         if server is not None:
             server.stop()
@@ -561,7 +561,7 @@ def main():
         with open(opts["--json"], "w") as f:
             json.dump(result, f, indent=1)
     lines = [
-        f"## Soak with faults ({result['date']}, {duration:.0f} s, seed {seed})",
+        f"## Soak with faults ({result['date']}, {duration:.0f} s, seed {seed}, `{result['binary']}`)",
         "",
         "`python3 bench/soak.py` (`make soak`): load on `envcraft serve` over a "
         f"{STATE_MIB} MiB tmpfs state root, {WORKERS} workers, while the server is killed and "
