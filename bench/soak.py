@@ -319,7 +319,10 @@ class Soak:
                 mine.remove(sid)
 
     async def operate(self, w, mine, sid):
-        entry = self.sessions[sid]
+        entry = self.sessions.get(sid)
+        if entry is None:  # dropped by an after-fault check meanwhile
+            mine.remove(sid)
+            return
         s = entry["session"]
         roll = self.rng.random()
         self.seq += 1
@@ -499,11 +502,16 @@ class Soak:
         await self.connect(self.server.url)
         deadline = time.monotonic() + self.duration
         workers = [asyncio.create_task(self.worker(w, deadline)) for w in range(WORKERS)]
-        await self.faults_loop(deadline)
-        await asyncio.gather(*workers)
-        async with self.quiet:
-            await self.after_fault("the end")
-        await self.finish()
+        try:
+            await self.faults_loop(deadline)
+            await asyncio.gather(*workers)
+            async with self.quiet:
+                await self.after_fault("the end")
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            await self.finish()
 
 
 def summary(soak, duration, seed, ok, binary):
