@@ -7,7 +7,7 @@ HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
-.PHONY: all build run test lint bench clean
+.PHONY: all build run test lint bench soak clean
 
 all: build
 
@@ -49,6 +49,13 @@ bench: build
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md --sessions 1000,10000
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
+
+# The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
+# restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless
+# SOAK_SECS says otherwise. Appends its summary to bench/results.md.
+SOAK_SECS ?= 1800
+soak: build
+	python3 bench/soak.py $(ENVCRAFT) bench/results.md --duration $(SOAK_SECS)
 
 clean:
 	$(CARGO) clean

@@ -200,6 +200,22 @@ impl RunCgroup {
             .unwrap_or_default()
     }
 
+    /// How many processes the kernel's OOM killer has killed in the run's memory cgroup so
+    /// far (`oom_kill` of v2's `memory.events`, of v1's `memory.oom_control`); `None` without
+    /// a memory cgroup or a kernel that counts them. A cgroup reused on v1 keeps its count:
+    /// compare two readings, never one with zero.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let (dir, file) = match self.limits.support {
+            CgroupSupport::V1 => (
+                self.created.iter().find(|d| d.starts_with(V1_MEMORY))?,
+                "memory.oom_control",
+            ),
+            CgroupSupport::V2 => (self.created.first()?, "memory.events"),
+            CgroupSupport::None => return None,
+        };
+        oom_kill_count(&fs::read_to_string(dir.join(file)).ok()?)
+    }
+
     /// Kill every process still in the cgroup.
     pub fn kill_all(&self) {
         for dir in &self.created {
@@ -361,6 +377,13 @@ impl Drop for RunCgroup {
     }
 }
 
+/// The `oom_kill N` line of a `memory.events` or `memory.oom_control` file.
+fn oom_kill_count(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 fn write(path: &Path, value: u64) -> Result<(), CgroupError> {
     fs::write(path, value.to_string()).map_err(err(path))
 }
@@ -501,6 +524,15 @@ mod tests {
         for parent in &parents {
             remove_all(parent);
         }
+    }
+
+    #[test]
+    fn oom_kill_count_reads_the_counter_of_v1_and_v2_not_the_group_one() {
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(oom_kill_count(v1), Some(3));
+        let v2 = "low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\noom_group_kill 0\n";
+        assert_eq!(oom_kill_count(v2), Some(2));
+        assert_eq!(oom_kill_count("oom_kill_disable 0\n"), None);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use super::mounts::{apply_mount, attach_dir_at, below, bind, lowerdir};
 use super::netns;
 use super::plan::{MountStep, Plan, RlimitKind, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
-use super::serve::{serve, stop};
+use super::serve::{OomScore, serve, stop};
 use crate::spec::policy::Protection;
 use crate::sys;
 use crate::workspace::tree::Setid;
@@ -154,6 +154,9 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     // it does.
     let network = start_network(make_network)?; // 1 (the network namespace's helper)
     make_root_private()?; // 2
+    // The init's OOM score, kept open for `serve`: opened while the init is still envcraft's
+    // user (the uid change below makes it non-dumpable, its /proc files root's).
+    let oom_score = OomScore::open();
     let mut init = receive_plan(channel, network)?; // 1 (the plan, hostname, seccomp, uid 0)
     make_scratch(&init)?; // 3
     seed_from_parent(&init)?; // 3 (a fork's changes)
@@ -163,13 +166,13 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     join_network(&mut init)?; // 7
     enter_root(&init)?; // 8
     seal_root(channel, &init)?; // 9
-    let home = join_cgroup(channel)?; // 10
+    let home = join_cgroup(channel, oom_score.as_ref())?; // 10
     let landlock = apply_landlock(&init)?; // 11
     restrict_current_process(&init.seccomp)?; // 12
     channel
         .send(&Report::Ready { landlock }, &[])
         .step("report ready")?;
-    serve(landlock, &init.plan, channel)?; // 13-16, per command
+    serve(landlock, &init.plan, channel, oom_score)?; // 13-16, per command
     stop(home, channel); // 17
     Ok(0)
 }
@@ -501,8 +504,8 @@ fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
 /// Step 10: Into the run's cgroup (the parent made it while we built the root), keeping the way back
 /// (envcraft's own cgroups) for the end, before anything the agent controls starts; every other
 /// descriptor closed, and non-dumpable: the init holds nothing a command could borrow through
-/// /proc/1. Returns the way back.
-fn join_cgroup(channel: &Channel) -> Result<Vec<OwnedFd>, StepError> {
+/// /proc/1 (but its OOM score, for `serve`). Returns the way back.
+fn join_cgroup(channel: &Channel, oom_score: Option<&OomScore>) -> Result<Vec<OwnedFd>, StepError> {
     let (limits, mut membership) = wait_for_any(channel)?;
     let Report::LimitsReady { join } = limits else {
         return Err(fail("wait for the parent", "unexpected message".into()));
@@ -511,6 +514,7 @@ fn join_cgroup(channel: &Channel) -> Result<Vec<OwnedFd>, StepError> {
     super::cgroup::join_self(membership).step("join the run's cgroup")?;
     let mut keep: Vec<i32> = home.iter().map(AsRawFd::as_raw_fd).collect();
     keep.push(channel.raw_fd());
+    keep.extend(oom_score.map(OomScore::raw_fd));
     sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
     Ok(home)

@@ -115,6 +115,9 @@ pub struct ExecResult {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub duration: Duration,
+    /// The kernel's OOM killer ended it (SIGKILL as the sandbox's memory limit was reached);
+    /// the sandbox itself lives on.
+    pub oom_killed: bool,
 }
 
 enum Backend {
@@ -557,8 +560,10 @@ impl Sandbox {
     /// Run one command to its end (or its timeout).
     pub fn exec(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
-        let l = self.launch(request, false)?;
-        self.supervise(l.id, request, l.out, l.err, l.direct, start)
+        self.noting_oom(|sandbox| {
+            let l = sandbox.launch(request, false)?;
+            sandbox.supervise(l.id, request, l.out, l.err, l.direct, start)
+        })
     }
 
     /// Run the sandbox's last command to its end: as [`Sandbox::exec`], except that the init
@@ -567,8 +572,10 @@ impl Sandbox {
     /// readable; the sandbox runs nothing more and is to be closed.
     pub fn exec_last(&mut self, request: &ExecRequest) -> Result<ExecResult, SandboxError> {
         let start = Instant::now();
-        let l = self.launch(request, true)?;
-        self.supervise(l.id, request, l.out, l.err, l.direct, start)
+        self.noting_oom(|sandbox| {
+            let l = sandbox.launch(request, true)?;
+            sandbox.supervise(l.id, request, l.out, l.err, l.direct, start)
+        })
     }
 
     /// Start a command in the background; its id. Its output is collected as it comes (see

@@ -4,6 +4,21 @@
 use super::*;
 
 impl Sandbox {
+    /// Run one command to its end with `run` and say whether the OOM killer ended it: it died
+    /// of SIGKILL, not at its timeout, while the memory cgroup's count of OOM kills rose.
+    pub(super) fn noting_oom(
+        &mut self,
+        run: impl FnOnce(&mut Sandbox) -> Result<ExecResult, SandboxError>,
+    ) -> Result<ExecResult, SandboxError> {
+        let kills = |sandbox: &Sandbox| sandbox.cgroup.as_ref().and_then(RunCgroup::oom_kills);
+        let before = kills(self);
+        let mut r = run(self)?;
+        r.oom_killed = !r.timed_out
+            && r.signal == Some(Signal::SIGKILL as i32)
+            && matches!((before, kills(self)), (Some(b), Some(a)) if a > b);
+        Ok(r)
+    }
+
     /// Wait (at most 1 s) for one of the background commands to be reported ended: one that
     /// just exited, or was just killed, has its report on the way.
     pub(super) fn await_an_end(&mut self) -> Result<(), SandboxError> {

@@ -23,8 +23,9 @@ pub(super) fn serve(
     landlock: landlock::LandlockOutcome,
     plan: &Plan,
     channel: &Channel,
+    oom_score: Option<OomScore>,
 ) -> Result<(), StepError> {
-    let mut starter = Starter::new(plan, landlock).step("map the commands' stack")?;
+    let mut starter = Starter::new(plan, landlock, oom_score).step("map the commands' stack")?;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
@@ -200,21 +201,89 @@ pub(super) fn stop(home: Vec<OwnedFd>, channel: &Channel) {
     let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
 }
 
+/// The init's own `oom_score_adj`, opened before Landlock made `/proc` read-only. A sandbox
+/// filling its memory limit (a tmpfs, the workspace: pages that count against the limit but
+/// belong to no process) had the OOM killer pick the process with the most resident memory:
+/// the init, a clone of envcraft, and with it went the session. Lowering the init's score
+/// needs `CAP_SYS_RESOURCE`, which envcraft may not have; raising one's own score needs
+/// nothing, and lowering it back to where it was neither. So the init raises its score to the
+/// maximum for the clone of each command (the command inherits it, and so does whatever the
+/// command forks) and puts its own back once the command runs. The commands, under the init's
+/// Landlock domain, cannot write theirs: they stay the OOM killer's first choice, in the
+/// sandbox's memory cgroup and on a host short of memory alike.
+pub(super) struct OomScore {
+    file: std::fs::File,
+    /// The init's score as it came (envcraft's), written back after each clone.
+    own: Vec<u8>,
+    /// Off after a write failed, so that the init never stays at the commands' score.
+    working: std::cell::Cell<bool>,
+}
+
+/// The score commands start with: the OOM killer's first choice (`OOM_SCORE_ADJ_MAX`).
+const OOM_COMMAND: &[u8] = b"1000";
+
+impl OomScore {
+    /// `/proc/self/oom_score_adj`; `None` when it cannot be opened or read, or holds a
+    /// negative score (set by someone privileged, who may not have let it be lowered back):
+    /// the init then starts its commands with its own score.
+    pub(super) fn open() -> Option<OomScore> {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/proc/self/oom_score_adj")
+            .ok()?;
+        let mut now = [0u8; 8];
+        let n = file.read_at(&mut now, 0).ok()?;
+        let own = now[..n].trim_ascii().to_vec();
+        let score: i32 = std::str::from_utf8(&own).ok()?.parse().ok()?;
+        (score >= 0).then(|| OomScore {
+            file,
+            own,
+            working: std::cell::Cell::new(true),
+        })
+    }
+
+    pub(super) fn raw_fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+
+    /// Raise the init's score for the clone of a command; false when it is not done.
+    fn raise(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        self.working.get() && self.file.write_at(OOM_COMMAND, 0).is_ok()
+    }
+
+    /// Put the init's own score back (after `raise`).
+    fn restore(&self) {
+        use std::os::unix::fs::FileExt;
+        if self.file.write_at(&self.own, 0).is_err() {
+            self.working.set(false);
+        }
+    }
+}
+
 /// What the init starts its commands with (see [`super::spawn`]).
 struct Starter<'a> {
     spawner: spawn::Spawner,
     plan: &'a Plan,
     landlock: landlock::LandlockOutcome,
     rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    oom_score: Option<OomScore>,
 }
 
 impl<'a> Starter<'a> {
-    fn new(plan: &'a Plan, landlock: landlock::LandlockOutcome) -> io::Result<Starter<'a>> {
+    fn new(
+        plan: &'a Plan,
+        landlock: landlock::LandlockOutcome,
+        oom_score: Option<OomScore>,
+    ) -> io::Result<Starter<'a>> {
         Ok(Starter {
             spawner: spawn::Spawner::new()?,
             plan,
             landlock,
             rlimits: command_rlimits(plan),
+            oom_score,
         })
     }
 
@@ -232,6 +301,7 @@ impl<'a> Starter<'a> {
         let rlimits = &self.rlimits;
         let landlock = self.landlock;
         let spawner = &mut self.spawner;
+        let oom_score = self.oom_score.as_ref();
         let setup_failed = |step: &str, errno: i32, detail: String| Report::SetupFailed {
             id: Some(id),
             step: step.into(),
@@ -246,7 +316,11 @@ impl<'a> Starter<'a> {
             |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
         let image = spawn::Image::new(program, argv, env).map_err(nul)?;
         let command = spawn::Prepared::new(image, &plan.workspace, stdio, rlimits).map_err(nul)?;
-        let (pid, failure) = spawner.spawn(&command).map_err(|e| {
+        // The command is cloned with the highest OOM score; the init's own is back once it runs.
+        let raised = oom_score.filter(|o| o.raise());
+        let spawned = spawner.spawn(&command);
+        raised.inspect(|o| o.restore());
+        let (pid, failure) = spawned.map_err(|e| {
             setup_failed(
                 "fork the command",
                 e.raw_os_error().unwrap_or(0),

@@ -219,9 +219,14 @@ impl Session {
         let session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
         if let Some(prompt) = task.turns.first() {
             let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
-            session
+            let appended = session
                 .dir
-                .append_transcript(format!("{line}\n").as_bytes())?;
+                .append_transcript(format!("{line}\n").as_bytes());
+            if let Err(e) = appended {
+                // A session that could not be recorded is not made: nothing of it is left.
+                session.close();
+                return Err(e.into());
+            }
         }
         Ok(session)
     }
@@ -296,7 +301,11 @@ impl Session {
             enforced,
             offsets,
         };
-        session.save()?;
+        if let Err(e) = session.save() {
+            // The state root full, say: its directory and sandbox go, not left to a sweep.
+            session.close();
+            return Err(e);
+        }
         Ok(session)
     }
 
@@ -316,13 +325,18 @@ impl Session {
             None,
         )?;
         let transcript = self.dir.path.join(store::TRANSCRIPT);
-        let bytes = std::fs::read(&transcript).map_err(|source| {
-            SessionError::Store(StoreError::Write {
-                path: transcript.clone(),
-                source,
+        let copied = std::fs::read(&transcript)
+            .map_err(|source| {
+                SessionError::Store(StoreError::Write {
+                    path: transcript.clone(),
+                    source,
+                })
             })
-        })?;
-        fork.dir.append_transcript(&bytes)?;
+            .and_then(|bytes| Ok(fork.dir.append_transcript(&bytes)?));
+        if let Err(e) = copied {
+            fork.close();
+            return Err(e);
+        }
         Ok(fork)
     }
 

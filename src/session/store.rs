@@ -49,12 +49,17 @@ pub struct SessionDir {
     transcript_bytes: AtomicU64,
     /// Whether the transcript was cut at its limit (no call is recorded any more).
     transcript_cut: AtomicBool,
+    /// An append failed (the state root full): the transcript misses a call the agent was
+    /// answered, so the directory must not be resumed (see [`SessionDir::append_transcript`]).
+    unrecorded: AtomicBool,
     /// The session's lock, which also marks the directory as alive (see `sandbox::stale`).
     _owner: crate::sandbox::stale::OwnerMark,
 }
 
 /// The transcript's file name in a session directory.
 pub const TRANSCRIPT: &str = "transcript.jsonl";
+/// The state's file name in a session directory (what a resume starts from).
+const STATE: &str = "state.json";
 
 impl SessionDir {
     /// Create the directory (mode 0700) for session `id` under `root`, locked by this process.
@@ -73,6 +78,7 @@ impl SessionDir {
             transcript,
             transcript_bytes: AtomicU64::new(0),
             transcript_cut: AtomicBool::new(false),
+            unrecorded: AtomicBool::new(false),
             _owner: owner,
         })
     }
@@ -80,6 +86,10 @@ impl SessionDir {
     /// Replace `name` with `bytes` atomically: a reader sees the old content or the new, never
     /// a part, even if the process dies mid-write.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        if self.unrecorded.load(Ordering::SeqCst) {
+            // Nothing of an unrecorded session is kept: a state here would make it resumable.
+            return Ok(());
+        }
         let target = self.path.join(name);
         let temp = self.path.join(format!(".{name}.tmp"));
         let mut file = File::create(&temp).map_err(write_err(&temp))?;
@@ -91,12 +101,25 @@ impl SessionDir {
 
     /// Append `lines` (each ending in a newline) to the transcript in one write: a reader
     /// never sees part of them, nor a call without its result.
+    ///
+    /// When the write fails (the state root is full), the call has run and is answered, but
+    /// a server resuming this directory after a kill would replay the transcript without it:
+    /// an answered write would be gone from a session said to be resumed. So the session
+    /// becomes unrecorded: `state.json` is removed at once (an unlink needs no free space), a
+    /// restarted server drops the directory (`session_not_found`) instead of resuming it, and
+    /// nothing more is written to it. The live session keeps working.
     pub fn append_transcript(&self, lines: &[u8]) -> Result<(), StoreError> {
+        if self.unrecorded.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         self.transcript_bytes
             .fetch_add(lines.len() as u64, Ordering::SeqCst);
-        (&self.transcript)
-            .write_all(lines)
-            .map_err(write_err(&self.path.join(TRANSCRIPT)))
+        let written = (&self.transcript).write_all(lines);
+        if written.is_err() {
+            self.unrecorded.store(true, Ordering::SeqCst);
+            let _ = fs::remove_file(self.path.join(STATE));
+        }
+        written.map_err(write_err(&self.path.join(TRANSCRIPT)))
     }
 
     /// Append a call's `lines` unless the transcript would pass `limit` bytes: then append
@@ -168,6 +191,24 @@ mod tests {
         dir.write_atomic("state.json", b"{\"a\":2}").unwrap();
         assert_eq!(fs::read(dir.path.join("state.json")).unwrap(), b"{\"a\":2}");
         assert!(!dir.path.join(".state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_failed_append_leaves_no_state_to_resume_and_writes_nothing_more() {
+        let root = tempfile::tempdir().unwrap();
+        let mut dir = SessionDir::create(root.path(), "s1").unwrap();
+        dir.write_atomic("state.json", b"{}").unwrap();
+        dir.append_transcript(b"recorded\n").unwrap();
+        // The state root full: every write of the transcript fails with ENOSPC.
+        dir.transcript = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        assert!(dir.append_transcript(b"lost\n").is_err());
+        assert!(!dir.path.join("state.json").exists());
+        dir.write_atomic("state.json", b"{}").unwrap();
+        assert!(
+            !dir.path.join("state.json").exists(),
+            "a later save made the directory resumable again"
+        );
+        dir.append_transcript(b"later\n").unwrap();
     }
 
     #[test]

@@ -135,14 +135,19 @@ pub fn call(
                 ))
                 .into();
             }
-            ToolResult::ok(json!({
+            let mut result = json!({
                 "exit_code": r.exit_code,
                 "signal": r.signal,
                 "stdout": String::from_utf8_lossy(&r.stdout),
                 "stderr": String::from_utf8_lossy(&r.stderr),
                 "stdout_truncated": r.stdout_truncated,
                 "stderr_truncated": r.stderr_truncated,
-            }))
+            });
+            if r.oom_killed {
+                // Only then: the results recorded before this key existed still replay equal.
+                result["killed_by"] = json!("oom");
+            }
+            ToolResult::ok(result)
         }
         Err(e) => {
             tracing::error!(error = %crate::error::chain(&e), "exec failed in the sandbox");
