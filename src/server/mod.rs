@@ -18,6 +18,7 @@
 pub mod bodies;
 pub mod capacity;
 pub mod connections;
+pub mod episode;
 pub mod error;
 pub mod handlers;
 pub mod inline;
