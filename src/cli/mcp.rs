@@ -95,7 +95,9 @@ fn read_input(sender: mpsc::Sender<Read>, cancelled: Arc<Mutex<HashSet<String>>>
         let read = match read_line(&mut input, MAX_MESSAGE_BYTES) {
             Ok(Some(Line::Message(bytes))) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(Some(Line::Message(bytes))) => match mcp::parse(&bytes) {
-                Ok(Incoming::Request { id, method, params }) => Read::Request { id, method, params },
+                Ok(Incoming::Request { id, method, params }) => {
+                    Read::Request { id, method, params }
+                }
                 Ok(Incoming::Notification { method, params }) => {
                     if method == "notifications/cancelled"
                         && let Some(id) = params.get("requestId")

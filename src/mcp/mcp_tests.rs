@@ -6,8 +6,14 @@ fn error_code(answer: &Value) -> i64 {
 
 #[test]
 fn messages_that_are_not_json_rpc_get_the_code_that_names_why() {
-    assert_eq!(error_code(&parse(b"{not json").unwrap_err()), code::PARSE_ERROR);
-    assert_eq!(error_code(&parse(b"[]").unwrap_err()), code::INVALID_REQUEST);
+    assert_eq!(
+        error_code(&parse(b"{not json").unwrap_err()),
+        code::PARSE_ERROR
+    );
+    assert_eq!(
+        error_code(&parse(b"[]").unwrap_err()),
+        code::INVALID_REQUEST
+    );
     assert_eq!(error_code(&parse(b"7").unwrap_err()), code::INVALID_REQUEST);
     let no_version = parse(br#"{"id": 3, "method": "ping"}"#).unwrap_err();
     assert_eq!(error_code(&no_version), code::INVALID_REQUEST);
@@ -40,14 +46,17 @@ fn the_handshake_agrees_on_a_version_it_speaks() {
 #[test]
 fn ping_and_unknown_methods_need_no_session() {
     assert_eq!(answer_without_session("ping"), Some(Ok(json!({}))));
-    let unknown = answer_without_session("server/discover").unwrap().unwrap_err();
+    let unknown = answer_without_session("server/discover")
+        .unwrap()
+        .unwrap_err();
     assert_eq!(unknown.code, code::METHOD_NOT_FOUND);
     assert!(answer_without_session("tools/call").is_none());
 }
 
 #[test]
 fn a_failed_tool_is_an_error_result_with_its_structured_error() {
-    let failed = json!({"ok": false, "error": {"category": "not_found", "message": "no such file"}});
+    let failed =
+        json!({"ok": false, "error": {"category": "not_found", "message": "no such file"}});
     let result = call_result(&failed);
     assert_eq!(result["isError"], json!(true));
     assert_eq!(result["structuredContent"], failed);

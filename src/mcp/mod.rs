@@ -140,11 +140,9 @@ pub fn incoming(value: Value) -> Result<Incoming, Value> {
     };
     match id {
         None => Ok(Incoming::Notification { method, params }),
-        Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request {
-            id,
-            method,
-            params,
-        }),
+        Some(id @ (Value::String(_) | Value::Number(_))) => {
+            Ok(Incoming::Request { id, method, params })
+        }
         Some(_) => Err(invalid(
             &Value::Null,
             "field `id` must be a string or an integer (null is not an id)",
@@ -203,7 +201,11 @@ const PROMPT_URI: &str = "envcraft://task/prompt";
 const DOCS_URI: &str = "envcraft://environment/docs";
 
 /// Answer `method` with `params` on `session`.
-pub fn answer(session: &mut Session, method: &str, params: &Map<String, Value>) -> Result<Value, RpcError> {
+pub fn answer(
+    session: &mut Session,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
     if let Some(answer) = answer_without_session(method) {
         return answer;
     }
@@ -310,7 +312,11 @@ pub fn call_params(params: &Map<String, Value>) -> Result<(&str, Value), RpcErro
 
 /// The error for a `tools/call` of a tool the session does not offer.
 pub fn unknown_tool(name: &str, session: &Session) -> RpcError {
-    let offered: Vec<String> = session.tool_schemas().into_iter().map(|(n, _, _)| n).collect();
+    let offered: Vec<String> = session
+        .tool_schemas()
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
     RpcError::invalid_params(format!(
         "unknown tool `{}`: this session offers {}",
         name.chars().take(64).collect::<String>(),
@@ -337,7 +343,10 @@ fn resources_list(session: &Session) -> Value {
 }
 
 fn resources_read(session: &Session, params: &Map<String, Value>) -> Result<Value, RpcError> {
-    let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+    let uri = params
+        .get("uri")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let (text, mime) = match uri {
         PROMPT_URI => (session.prompt().to_string(), "text/plain"),
         DOCS_URI if !session.task().env.docs.is_empty() => {

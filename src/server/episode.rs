@@ -138,11 +138,19 @@ pub async fn call(
     args: Value,
 ) -> Result<Value, ApiError> {
     let offered = state.registry.get(id)?.tools.iter().any(|t| *t == tool);
-    let label = if offered { tool.clone() } else { "unknown".into() };
+    let label = if offered {
+        tool.clone()
+    } else {
+        "unknown".into()
+    };
     let started = Instant::now();
     let (result, action_index, truncated) = with_session(state, id, move |session| {
         let result = session.call(&tool, &args);
-        (result, session.action_index(), session.transcript_truncated())
+        (
+            result,
+            session.action_index(),
+            session.transcript_truncated(),
+        )
     })
     .await?;
     let ok = result.get("ok") == Some(&Value::Bool(true));

@@ -109,10 +109,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-pub async fn openapi() -> Response {
+pub async fn openapi(State(state): State<Arc<AppState>>) -> Response {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        super::openapi::document(),
+        super::openapi::document(state.config.openenv_mode),
     )
         .into_response()
 }
