@@ -31,7 +31,7 @@ test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ra
 # The Python test tools live in their own virtual environment under target/.
 $(PYVENV)/.ready:
 	python3 -m venv $(PYVENV)
-	$(PYVENV)/bin/python -m pip install -q pytest
+	$(PYVENV)/bin/python -m pip install -q pytest 'openenv-core>=0.3,<0.4' 'mcp>=2.3,<3'
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready
