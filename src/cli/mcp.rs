@@ -176,6 +176,8 @@ pub fn run(args: McpArgs) -> Result<i32, Error> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     fn lines(input: &[u8], max: usize) -> Vec<Option<Vec<u8>>> {

@@ -137,7 +137,7 @@ pub async fn call(
     tool: String,
     args: Value,
 ) -> Result<Value, ApiError> {
-    let offered = state.registry.get(id)?.tools.iter().any(|t| *t == tool);
+    let offered = state.registry.get(id)?.tools.contains(&tool);
     let label = if offered {
         tool.clone()
     } else {

@@ -98,7 +98,7 @@ fn message_of(
     state: &AppState,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Incoming, Response> {
+) -> Result<Incoming, Box<Response>> {
     if let Some(version) = headers.get(VERSION_HEADER) {
         let version = version.to_str().unwrap_or_default();
         if !mcp::header_version_known(version) {
@@ -110,22 +110,26 @@ fn message_of(
                     mcp::PROTOCOL_VERSIONS.join(", ")
                 ),
             );
-            return Err(json_response(
+            return Err(Box::new(json_response(
                 StatusCode::BAD_REQUEST,
                 &mcp::error_response(&Value::Null, &error),
-            ));
+            )));
         }
     }
     let bytes = match body {
         Ok(bytes) => bytes,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Err(ApiError::payload_too_large(state.config.max_body).into_response());
+            return Err(Box::new(
+                ApiError::payload_too_large(state.config.max_body).into_response(),
+            ));
         }
         Err(_) => {
-            return Err(ApiError::bad_request("the request body could not be read").into_response());
+            return Err(Box::new(
+                ApiError::bad_request("the request body could not be read").into_response(),
+            ));
         }
     };
-    mcp::parse(&bytes).map_err(|answer| json_response(StatusCode::BAD_REQUEST, &answer))
+    mcp::parse(&bytes).map_err(|answer| Box::new(json_response(StatusCode::BAD_REQUEST, &answer)))
 }
 
 /// The HTTP answer to `answer` (none: 202).
@@ -158,7 +162,7 @@ pub async fn session_mcp(
     }
     match message_of(&state, &headers, body) {
         Ok(message) => answered(dispatch(&state, &id, message).await, None),
-        Err(response) => response,
+        Err(response) => *response,
     }
 }
 
@@ -172,7 +176,7 @@ pub async fn entry_mcp(
 ) -> Response {
     let message = match message_of(&state, &headers, body) {
         Ok(message) => message,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if let Some(named) = headers.get(SESSION_HEADER) {
         let id = named.to_str().unwrap_or_default().to_string();
