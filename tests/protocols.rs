@@ -570,3 +570,64 @@ fn a_websocket_client_that_vanishes_mid_step_leaves_no_session_directory_or_proc
         "the step's process outlived its session"
     );
 }
+
+#[test]
+fn the_token_guards_openenv_s_session_routes_but_not_its_descriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    fs::write(&token, "proto-s3cret\n").unwrap();
+    let server = Server::start(&["--token-file", token.to_str().unwrap()]);
+    for (method, path) in [
+        ("POST", "/reset"),
+        ("POST", "/step"),
+        ("GET", "/state"),
+        ("POST", "/mcp"),
+        ("GET", "/ws"),
+        ("POST", "/v1/mcp"),
+    ] {
+        let (status, _, body) = server.http(method, path, "{}", &[]);
+        assert_eq!(status, 401, "{method} {path}: {body}");
+    }
+    for path in ["/health", "/metadata", "/schema", "/openapi.json"] {
+        assert_eq!(server.http("GET", path, "", &[]).0, 200, "{path}");
+    }
+    let (status, _, body) = server.http(
+        "POST",
+        "/mcp",
+        r#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#,
+        &["Authorization: Bearer proto-s3cret"],
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn a_websocket_quiet_past_the_header_timeout_is_not_cut() {
+    // Frames are not request heads: the head deadline must not run on an upgraded connection.
+    let server = Server::start(&["--header-timeout", "1"]);
+    let mut ws = server.websocket();
+    ws.send(json!({"type": "state"}));
+    assert_eq!(ws.receive()["type"], "state");
+    // A pause longer than --header-timeout between two messages (the interval under test).
+    thread::sleep(Duration::from_millis(1500));
+    ws.send(json!({"type": "state"}));
+    assert_eq!(ws.receive()["type"], "state");
+    ws.send(json!({"type": "state"}));
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(ws.receive()["type"], "state");
+}
+
+#[test]
+fn a_reset_without_a_task_takes_the_server_s_openenv_task() {
+    let server = Server::start(&["--openenv-task", TASK]);
+    if !common::default_policy_runs() {
+        return;
+    }
+    let mut ws = server.websocket();
+    ws.send(json!({"type": "reset", "data": {"seed": 11}}));
+    let seen = ws.receive();
+    assert_eq!(seen["data"]["observation"]["task"], TASK, "{seen}");
+    assert_eq!(seen["data"]["observation"]["seed"], 11);
+    ws.send(json!({"type": "close"}));
+    assert!(ws.closed_by_server());
+    assert_eq!(server.wait_sessions(0, Duration::from_secs(20)), 0);
+}
