@@ -21,6 +21,8 @@ pub struct Creation {
     pub task: Value,
     pub base_time: Option<i64>,
     pub seed: Option<u64>,
+    /// OpenEnv's episode id, kept with the session (its `state` names it).
+    pub episode_id: Option<String>,
 }
 
 /// Run `work` on a blocking thread; a panic there is an internal error.
@@ -80,6 +82,7 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
             task: task_value,
             base_time,
             seed,
+            episode_id,
         } = creation;
         let slot = state.registry.reserve()?;
         let task = super::handlers::task_of(&state, &task_value)?;
@@ -89,6 +92,9 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
         options.seed = seed;
         // What a restarted server needs to make the session again (see `super::resume`).
         options.origin = json!({"task": task_value});
+        if let Some(episode) = episode_id {
+            options.origin["episode_id"] = json!(episode);
+        }
         let session = {
             let _clone = super::clone_lock();
             Session::create(&task, &options)

@@ -237,6 +237,7 @@ pub(super) fn creation_of(map: &Map<String, Value>) -> Result<Creation, ApiError
         task,
         base_time,
         seed,
+        episode_id: None,
     })
 }
 

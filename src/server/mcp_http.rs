@@ -256,6 +256,7 @@ fn creation_of_query(query: &Map<String, Value>) -> Result<Creation, ApiError> {
         task,
         base_time: None,
         seed,
+        episode_id: None,
     })
 }
 

@@ -98,8 +98,9 @@ pub async fn reset(
             ));
         }
     };
-    let creation: Creation =
+    let mut creation: Creation =
         super::handlers::creation_of(&fields).map_err(|e| StepError::Invalid(e.message))?;
+    creation.episode_id = episode_id.clone();
     let body = episode::create(state, creation).await?;
     let session = body["session_id"].as_str().unwrap_or_default().to_string();
     let episode = episode_id.unwrap_or_else(|| session.clone());
@@ -216,14 +217,19 @@ pub async fn step(state: &Arc<AppState>, id: &str, action: &Value) -> Result<Val
     }
 }
 
-/// The state of session `id`: OpenEnv's `episode_id` and `step_count` (the tool calls so far),
-/// and the session, task and turn.
-pub async fn session_state(state: &AppState, id: &str, episode: &str) -> Result<Value, ApiError> {
-    let (calls, turn, task) = episode::with_session(state, id, |s| {
+/// The state of session `id`: OpenEnv's `episode_id` (the reset's, else the session's id) and
+/// `step_count` (the tool calls so far), and the session, task and turn.
+pub async fn session_state(state: &AppState, id: &str) -> Result<Value, ApiError> {
+    let (calls, turn, task, episode) = episode::with_session(state, id, |s| {
+        let episode = match &s.origin()["episode_id"] {
+            Value::String(episode) => episode.clone(),
+            _ => s.id().to_string(),
+        };
         (
             s.action_index(),
             s.turn(),
             format!("{}/{}", s.task().env.name, s.task().id),
+            episode,
         )
     })
     .await?;
@@ -287,7 +293,7 @@ pub async fn http_state(
         )
         .into_response();
     };
-    match session_state(&state, id, id).await {
+    match session_state(&state, id).await {
         Ok(body) => Json(body).into_response(),
         Err(e) => e.into_response(),
     }

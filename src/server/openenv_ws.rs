@@ -25,10 +25,9 @@ use super::error::ApiError;
 use super::openenv::{self, StepError};
 use crate::mcp;
 
-/// The connection's episode: its session and OpenEnv episode id.
+/// The connection's episode: its session.
 struct Episode {
     session: String,
-    episode: String,
 }
 
 /// `GET /ws`: the upgrade to a WebSocket, bounded by `--max-body`.
@@ -200,11 +199,8 @@ async fn handle(
                 close(state, &old.session).await;
             }
             match openenv::reset(state, &data).await {
-                Ok((session, id, seen)) => {
-                    *episode = Some(Episode {
-                        session,
-                        episode: id,
-                    });
+                Ok((session, _, seen)) => {
+                    *episode = Some(Episode { session });
                     json!({"type": "observation", "data": seen})
                 }
                 Err(e) => step_error(state, e),
@@ -225,12 +221,10 @@ async fn handle(
         },
         "state" => match episode.as_ref() {
             None => json!({"type": "state", "data": {"episode_id": null, "step_count": 0}}),
-            Some(current) => {
-                match openenv::session_state(state, &current.session, &current.episode).await {
-                    Ok(body) => json!({"type": "state", "data": body}),
-                    Err(e) => api_error(state, &e),
-                }
-            }
+            Some(current) => match openenv::session_state(state, &current.session).await {
+                Ok(body) => json!({"type": "state", "data": body}),
+                Err(e) => api_error(state, &e),
+            },
         },
         "close" => return (None, true),
         "mcp" => {

@@ -326,6 +326,11 @@ impl Session {
         self.action_index
     }
 
+    /// What the session's maker stored with it (see [`SessionOptions::origin`]).
+    pub fn origin(&self) -> &Value {
+        &self.parts.origin
+    }
+
     pub fn enforced(&self) -> &Enforced {
         &self.enforced
     }

@@ -205,7 +205,7 @@ def test_http_reset_step_state_keep_one_session(openenv_server):
     step = requests.post(f"{url}/step", json={"session_id": sid, "action": {"type": "call_tool", "tool_name": "ls", "arguments": {}}}, timeout=60)
     assert step.status_code == 200 and step.json()["observation"]["result"]["ok"]
     state = requests.get(f"{url}/state", params={"session_id": sid}, timeout=60).json()
-    assert state["step_count"] == 1 and state["task"] == TASK
+    assert state["step_count"] == 1 and state["task"] == TASK and state["episode_id"] == "e1"
     bad = requests.post(f"{url}/step", json={"action": {"type": "list_tools"}}, timeout=60)
     assert bad.status_code == 400 and bad.json()["error"]["category"] == "missing_field"
     # The session is an ordinary one: /v1 closes it.
