@@ -282,7 +282,7 @@ pub fn call_result(result: &Value) -> Value {
 
 fn tools_call(session: &mut Session, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let (name, arguments) = call_params(params)?;
-    if !session.tool_schemas().iter().any(|(n, _, _)| *n == name) {
+    if !session.offers(name) {
         return Err(unknown_tool(name, session));
     }
     Ok(call_result(&session.call(name, &arguments)))
