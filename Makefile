@@ -31,7 +31,7 @@ test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ra
 # The Python test tools live in their own virtual environment under target/.
 $(PYVENV)/.ready:
 	python3 -m venv $(PYVENV)
-	$(PYVENV)/bin/python -m pip install -q pytest
+	$(PYVENV)/bin/python -m pip install -q pytest 'openenv-core>=0.3,<0.4' 'mcp>=2.3,<3'
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready
@@ -49,6 +49,7 @@ bench: build
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md --sessions 1000,10000
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
+	python3 bench/protocols.py $(ENVCRAFT) bench/results.md
 
 # The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
 # restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless

@@ -29,6 +29,8 @@
 //!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
 //!   determinism, sensitivity and template integrity, with pass rates.
+//! - [`mcp`]: MCP's JSON-RPC core over one session, shared by `envcraft mcp` (stdio) and the
+//!   server's MCP and OpenEnv endpoints.
 //! - [`server`]: `envcraft serve`, the HTTP API for rollout workers (a thin adapter over
 //!   [`session`]): a registry of sessions, deadlines, auth, metrics, drain on SIGTERM.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
@@ -41,6 +43,7 @@
 //! ```text
 //! cli
 //! server
+//! mcp
 //! audit, import          (import: spec and sys only)
 //! session
 //! tools, verify
@@ -55,6 +58,7 @@ pub mod clock_shim;
 pub mod error;
 pub mod import;
 pub mod json;
+pub mod mcp;
 pub mod sandbox;
 pub mod server;
 pub mod session;

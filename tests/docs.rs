@@ -44,6 +44,7 @@ fn every_route_is_in_the_http_reference() {
     let http = page("docs/http-api.md");
     let missing: Vec<String> = envcraft::server::routes::ROUTES
         .iter()
+        .chain(envcraft::server::routes::SIMULATION_ROUTES)
         .map(|r| format!("{} {}", r.method.openapi_name().to_uppercase(), r.path))
         .filter(|r| !http.contains(r.as_str()))
         .collect();

@@ -8,6 +8,7 @@ mod exec;
 mod exec_line;
 mod import;
 mod manifest;
+mod mcp;
 mod record;
 mod run;
 mod serve;
@@ -62,6 +63,8 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Serve sessions over HTTP to rollout workers.
     Serve(serve::ServeArgs),
+    /// Serve one session of a task over MCP on stdin/stdout, for an agent harness.
+    Mcp(mcp::McpArgs),
 }
 
 impl Cli {
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Suite(args) => suite::run(args),
         Command::Import(args) => import::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
     }
 }
 

@@ -67,6 +67,13 @@ pub struct ServeArgs {
     /// asked for more than once (at most 8 plans); creates take one instead of waiting. 0: none.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub warm_sandboxes: usize,
+    /// OpenEnv's server mode: `simulation` serves /reset, /step and /state beside /ws and
+    /// /mcp; `production` does not.
+    #[arg(long, value_name = "MODE", default_value = "simulation", value_parser = ["simulation", "production"])]
+    pub openenv_mode: String,
+    /// The task (ENV/ID) of an OpenEnv reset that names none.
+    #[arg(long, value_name = "ENV/ID")]
+    pub openenv_task: Option<String>,
 }
 
 pub fn run(args: ServeArgs) -> Result<i32, Error> {
@@ -92,6 +99,11 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),
         warm_sandboxes: args.warm_sandboxes,
+        openenv_mode: match args.openenv_mode.as_str() {
+            "production" => server::openenv::Mode::Production,
+            _ => server::openenv::Mode::Simulation,
+        },
+        openenv_task: args.openenv_task,
     };
     let options = SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.path)?,

@@ -9,7 +9,10 @@
 //! - [`bodies`]: request bodies, bounded in size and time before any handler reads them;
 //! - [`error`]: API errors (category, status, agent-safe message);
 //! - [`registry`]: the open sessions;
-//! - [`handlers`]: the endpoints;
+//! - [`episode`]: the session operations every protocol shares;
+//! - [`handlers`]: the `/v1` endpoints;
+//! - [`openenv`], [`openenv_ws`]: OpenEnv's HTTP endpoints and WebSocket;
+//! - [`mcp_http`]: MCP over Streamable HTTP (and the dispatch OpenEnv's MCP messages use);
 //! - [`inline`]: tasks given whole in a create request;
 //! - [`metrics`]: the counters behind `/metrics`;
 //! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
@@ -18,11 +21,15 @@
 pub mod bodies;
 pub mod capacity;
 pub mod connections;
+pub mod episode;
 pub mod error;
 pub mod handlers;
 pub mod inline;
+pub mod mcp_http;
 pub mod metrics;
 pub mod openapi;
+pub mod openenv;
+pub mod openenv_ws;
 pub mod registry;
 pub mod resume;
 pub mod routes;
@@ -115,6 +122,10 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     /// Sandboxes of each kind begun ahead of creates (see [`crate::sandbox::warm`]).
     pub warm_sandboxes: usize,
+    /// OpenEnv's mode: whether `/reset`, `/step` and `/state` are served.
+    pub openenv_mode: openenv::Mode,
+    /// The task of an OpenEnv `reset` that names none.
+    pub openenv_task: Option<String>,
 }
 
 /// Shared by every request.
@@ -140,7 +151,7 @@ impl AppState {
 pub fn router(state: Arc<AppState>) -> Router {
     let max_body = state.config.max_body;
     let mut router = Router::new();
-    for route in routes::ROUTES {
+    for route in routes::served(state.config.openenv_mode) {
         router = router.route(route.path, (route.handler)());
     }
     router
@@ -173,7 +184,7 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
 }
 
 async fn guarded(state: &AppState, request: Request, next: Next) -> Response {
-    if request.uri().path().starts_with("/v1/")
+    if routes::needs_token(request.uri().path())
         && let Some(token) = &state.config.token
     {
         let given = request

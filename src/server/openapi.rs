@@ -1,12 +1,13 @@
 //! The OpenAPI 3.0 description of the HTTP API, served at `GET /openapi.json`: the head below
-//! (info, components, security) and one path item per route of [`super::routes::ROUTES`], whose
+//! (info, components, security) and one path item per route the server serves ([`super::routes::served`]), whose
 //! entries carry their own operation objects, so the document describes exactly what is served.
 
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-use super::routes::ROUTES;
+use super::openenv::Mode;
+use super::routes::served;
 
 /// Everything of the document but its paths.
 const HEAD: &str = r##"{
@@ -141,15 +142,19 @@ const HEAD: &str = r##"{
 }"##;
 
 /// The document, made once.
-pub fn document() -> &'static str {
-    static DOCUMENT: OnceLock<String> = OnceLock::new();
-    DOCUMENT.get_or_init(build)
+pub fn document(mode: Mode) -> &'static str {
+    static SIMULATION: OnceLock<String> = OnceLock::new();
+    static PRODUCTION: OnceLock<String> = OnceLock::new();
+    match mode {
+        Mode::Simulation => SIMULATION.get_or_init(|| build(mode)),
+        Mode::Production => PRODUCTION.get_or_init(|| build(mode)),
+    }
 }
 
-fn build() -> String {
+fn build(mode: Mode) -> String {
     let mut doc: Value = serde_json::from_str(HEAD).unwrap_or_else(|_| Value::Object(Map::new()));
     let mut paths = Map::new();
-    for route in ROUTES {
+    for route in served(mode) {
         let operation: Value = serde_json::from_str(route.operation).unwrap_or(Value::Null);
         let item = paths
             .entry(route.path)
@@ -173,12 +178,13 @@ mod tests {
         // The head and every route's operation are JSON (a broken one would be left out).
         let head: serde_json::Value = serde_json::from_str(super::HEAD).unwrap();
         assert!(head.get("paths").is_none());
-        for route in super::ROUTES {
+        for route in super::served(super::Mode::Simulation) {
             let op: serde_json::Value = serde_json::from_str(route.operation)
                 .unwrap_or_else(|e| panic!("{} {}: {e}", route.path, route.operation));
             assert!(op.get("responses").is_some(), "{}", route.path);
         }
-        let spec: serde_json::Value = serde_json::from_str(super::document()).unwrap();
+        let spec: serde_json::Value =
+            serde_json::from_str(super::document(super::Mode::Simulation)).unwrap();
         for path in [
             "/healthz",
             "/readyz",
@@ -192,12 +198,36 @@ mod tests {
             "/v1/sessions/{id}/fork",
             "/v1/sessions/{id}/verify",
             "/v1/sessions/{id}/diff",
+            "/v1/sessions/{id}/mcp",
+            "/v1/mcp",
+            "/ws",
+            "/mcp",
+            "/health",
+            "/metadata",
+            "/schema",
+            "/reset",
+            "/step",
+            "/state",
         ] {
             assert!(spec["paths"].get(path).is_some(), "{path} is not described");
         }
-        assert_eq!(
-            spec["paths"].as_object().unwrap().len(),
-            super::ROUTES.len()
-        );
+        let paths: std::collections::BTreeSet<&str> = super::served(super::Mode::Simulation)
+            .map(|r| r.path)
+            .collect();
+        assert_eq!(spec["paths"].as_object().unwrap().len(), paths.len());
+    }
+
+    #[test]
+    fn production_mode_describes_no_simulation_route() {
+        let spec: serde_json::Value =
+            serde_json::from_str(super::document(super::Mode::Production)).unwrap();
+        for path in ["/reset", "/step", "/state"] {
+            assert!(
+                spec["paths"].get(path).is_none(),
+                "{path} in production mode"
+            );
+        }
+        assert!(spec["paths"].get("/ws").is_some());
+        assert!(spec["paths"].get("/mcp").is_some());
     }
 }

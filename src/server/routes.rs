@@ -8,7 +8,8 @@ use std::sync::Arc;
 use axum::handler::Handler;
 use axum::routing::MethodRouter;
 
-use super::{AppState, handlers};
+use super::openenv::Mode;
+use super::{AppState, handlers, mcp_http, openenv, openenv_ws};
 
 /// The HTTP methods the API uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,44 @@ where
         Method::Delete => axum::routing::delete(handler),
     }
 }
+
+/// The routes a server in `mode` serves: [`ROUTES`], and in OpenEnv's simulation mode
+/// [`SIMULATION_ROUTES`].
+pub fn served(mode: Mode) -> impl Iterator<Item = &'static Route> {
+    let simulation: &'static [Route] = match mode {
+        Mode::Simulation => SIMULATION_ROUTES,
+        Mode::Production => &[],
+    };
+    ROUTES.iter().chain(simulation)
+}
+
+/// Whether a request to `path` needs the bearer token (when the server has one): `/v1`, and
+/// OpenEnv's routes that reach sessions; not the probes and descriptions.
+pub fn needs_token(path: &str) -> bool {
+    path.starts_with("/v1/") || matches!(path, "/ws" | "/mcp" | "/reset" | "/step" | "/state")
+}
+
+/// OpenEnv's simulation-mode routes (not served in production mode).
+pub const SIMULATION_ROUTES: &[Route] = &[
+    Route {
+        method: Method::Post,
+        path: "/reset",
+        handler: || on(Method::Post, openenv::http_reset),
+        operation: r##"{"summary": "OpenEnv: start an episode (a session) of a task", "requestBody": {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"task": {"description": "ENV/ID or an inline task, as POST /v1/sessions (default: --openenv-task)"}, "seed": {"type": "integer", "minimum": 0}, "episode_id": {"type": "string", "maxLength": 255}, "base_time": {"type": "string", "format": "date-time"}}}}}}, "responses": {"200": {"description": "{\"observation\": {session_id, episode_id, task, seed, prompt, docs, tools, turn}, \"reward\": null, \"done\": false}"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/step",
+        handler: || on(Method::Post, openenv::http_step),
+        operation: r##"{"summary": "OpenEnv: one action on the session POST /reset made", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["action", "session_id"], "properties": {"action": {"type": "object", "description": "type list_tools, call_tool (tool_name, arguments), verify, next_turn or fork"}, "session_id": {"type": "string"}, "timeout_s": {"type": "number"}, "request_id": {"type": "string"}}}}}}, "responses": {"200": {"description": "{\"observation\", \"reward\", \"done\"}"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/state",
+        handler: || on(Method::Get, openenv::http_state),
+        operation: r##"{"summary": "OpenEnv: the state of a session", "parameters": [{"name": "session_id", "in": "query", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "{episode_id, step_count, session_id, task, turn}"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+];
 
 /// Every route, in the order the OpenAPI document lists them.
 pub const ROUTES: &[Route] = &[
@@ -126,5 +165,53 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/sessions/{id}/diff",
         handler: || on(Method::Get, handlers::diff),
         operation: r##"{"summary": "The workspace's changes", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "Changes", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Changes"}}}}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/sessions/{id}/mcp",
+        handler: || on(Method::Post, mcp_http::session_mcp),
+        operation: r##"{"summary": "MCP (Streamable HTTP, JSON answers) to a session: initialize, ping, tools/list, tools/call, resources/list, resources/read", "parameters": [{"$ref": "#/components/parameters/id"}], "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "description": "one JSON-RPC 2.0 message"}}}}, "responses": {"200": {"description": "the JSON-RPC response"}, "202": {"description": "a notification or response, accepted"}, "400": {"description": "not a JSON-RPC message, or an unknown MCP-Protocol-Version"}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/v1/mcp",
+        handler: || on(Method::Post, mcp_http::entry_mcp),
+        operation: r##"{"summary": "MCP (Streamable HTTP) with a session of its own: initialize makes one of ?task=ENV/ID (&seed=N) and names it in Mcp-Session-Id", "parameters": [{"name": "task", "in": "query", "schema": {"type": "string"}}, {"name": "seed", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "the JSON-RPC response"}, "202": {"description": "a notification or response, accepted"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Delete,
+        path: "/v1/mcp",
+        handler: || on(Method::Delete, mcp_http::entry_close),
+        operation: r##"{"summary": "Close the MCP session Mcp-Session-Id names", "responses": {"200": {"description": "closed"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/health",
+        handler: || on(Method::Get, openenv::health),
+        operation: r##"{"security": [], "summary": "OpenEnv: health", "responses": {"200": {"description": "{\"status\": \"healthy\"}"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/metadata",
+        handler: || on(Method::Get, openenv::metadata),
+        operation: r##"{"security": [], "summary": "OpenEnv: what this environment server is", "responses": {"200": {"description": "{name, description, version, readme_content, author, documentation_url}"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/schema",
+        handler: || on(Method::Get, openenv::schema),
+        operation: r##"{"security": [], "summary": "OpenEnv: JSON schemas of the actions, observations and state", "responses": {"200": {"description": "{action, observation, state}"}}}"##,
+    },
+    Route {
+        method: Method::Post,
+        path: "/mcp",
+        handler: || on(Method::Post, openenv::http_mcp),
+        operation: r##"{"summary": "OpenEnv: JSON-RPC (always 200): openenv/session/create {task, seed?, episode_id?}, openenv/session/close {session_id}, and MCP's methods with params.session_id", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}}, "responses": {"200": {"description": "a JSON-RPC response"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/ws",
+        handler: || on(Method::Get, openenv_ws::upgrade),
+        operation: r##"{"summary": "OpenEnv: WebSocket, one session per connection: {type: reset|step|state|close|mcp, data} answered with observation, state, mcp or error messages", "responses": {"101": {"description": "switching to the WebSocket protocol"}, "400": {"$ref": "#/components/responses/Error"}}}"##,
     },
 ];

@@ -348,6 +348,17 @@ impl Session {
         self.action_index
     }
 
+    /// Whether the session offers `tool` (what [`Session::call`] checks first), without
+    /// building the schemas.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.parts.offered.iter().any(|t| t == tool)
+    }
+
+    /// What the session's maker stored with it (see [`SessionOptions::origin`]).
+    pub fn origin(&self) -> &Value {
+        &self.parts.origin
+    }
+
     pub fn enforced(&self) -> &Enforced {
         &self.enforced
     }

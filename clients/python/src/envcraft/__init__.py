@@ -12,6 +12,9 @@
   reader, when a request may be sent again, the bounded set of idle connections), shared by
   both clients, which only do the I/O.
 - ``ray``: ``EnvcraftPool``, one server per Ray node (imports ``ray`` only when used).
+- ``openenv``: ``EnvcraftSessionFactory``, OpenEnv's harness API over the same HTTP API (needs
+  ``openenv-core``; imported only when used).
+- ``mcp``: where an MCP client finds a session (URLs, the stdio command line).
 
 No runtime dependencies beyond the standard library.
 """
