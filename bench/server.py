@@ -27,6 +27,8 @@ one idle create <= 2 ms at the p50. A call counts as lost only when its session 
 
 import asyncio
 import os
+import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -206,9 +208,17 @@ def run_one(binary, n):
             "--max-sessions", str(n + 64), "--lock-wait-ms", "60000"]
     # About 9 descriptors a session, and the connections': raised past the hard limit (root).
     nofile = max(20_000, 12 * n + 8192)
-    if os.geteuid() == 0 and shutil.which("prlimit"):
+    if shutil.which("prlimit") and subprocess.run(
+        ["prlimit", f"--nofile={nofile}:{nofile}", "true"], capture_output=True
+    ).returncode == 0:
         argv = ["prlimit", f"--nofile={nofile}:{nofile}"] + argv
-    server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    else:
+        print(f"bench/server.py: cannot raise the descriptor limit to {nofile} here "
+              f"(hard limit {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}): the server plans within it",
+              file=sys.stderr)
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+                              env={**os.environ, "ENVCRAFT_LOG": "info,envcraft=info"})
     try:
         line = server.stdout.readline().strip()
         if not line.startswith("listening on "):
@@ -223,6 +233,10 @@ def run_one(binary, n):
             server.kill()
             server.wait()
         shutil.rmtree(state, ignore_errors=True)
+        log.seek(0)
+        plain = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in log)
+        plan = next((l[l.index("capacity:"):].strip() for l in plain if "capacity: this machine" in l), None)
+        log.close()
 
     file_rate = r["file_calls"] / r["file_s"]
     exec_rate = r["exec_calls"] / r["exec_s"]
@@ -262,6 +276,8 @@ def run_one(binary, n):
         f"- Errors: {len(r['errors'])}; lost calls: {lost}; mixed-up responses: {r['mixed']}; "
         f"target zero: {verdict(not r['errors'] and lost == 0 and r['mixed'] == 0)}.",
     ]
+    if plan:
+        out.append(f"- The server's plan at start: `{plan[:300]}`")
     if r["errors"]:
         kinds = {}
         for e in r["errors"]:

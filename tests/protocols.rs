@@ -110,10 +110,20 @@ impl Server {
         }
     }
 
+    /// Session directories left in the state root, once the closes under way are done (a
+    /// session leaves the count of open ones before its close removes its directory): waits
+    /// up to 20 s for none.
     fn sessions_on_disk(&self) -> usize {
-        fs::read_dir(self.state.join("sessions"))
-            .map(|d| d.count())
-            .unwrap_or(0)
+        let count = || {
+            fs::read_dir(self.state.join("sessions"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while count() > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        count()
     }
 
     fn websocket(&self) -> WebSocket {
