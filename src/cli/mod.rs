@@ -6,6 +6,7 @@ mod doctor;
 pub mod error;
 mod exec;
 mod exec_line;
+mod image;
 mod import;
 mod manifest;
 mod record;
@@ -62,6 +63,9 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Serve sessions over HTTP to rollout workers.
     Serve(serve::ServeArgs),
+    /// Manage the images a task's root filesystem can come from (import, ls, inspect, rm, gc).
+    #[command(subcommand)]
+    Image(image::ImageCommand),
 }
 
 impl Cli {
@@ -88,6 +92,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Suite(args) => suite::run(args),
         Command::Import(args) => import::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Image(command) => image::run(command),
     }
 }
 
