@@ -632,7 +632,3 @@ fn set_mtime(fd: &impl AsFd, mtime: i64) -> io::Result<()> {
     let t = TimeSpec::new(mtime, 0);
     futimens(fd, &t, &t).map_err(io::Error::from)
 }
-
-#[cfg(test)]
-#[path = "layer_tests.rs"]
-mod tests;

@@ -1,2 +1,0 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-use super::*;
