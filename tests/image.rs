@@ -1,0 +1,267 @@
+//! The image store through the real binary: imports of OCI layouts and docker-archives,
+//! digests checked, layers shared and unpacked once, `ls`/`inspect`/`rm`/`gc`.
+
+mod common;
+#[path = "image_fixture/mod.rs"]
+mod image_fixture;
+
+use std::fs;
+
+use image_fixture::{
+    Layer, Tar, config_json, docker_archive, image_cmd, layer_root, oci_layout, oci_layout_with,
+    stderr, store_layers,
+};
+
+fn two_layers() -> Vec<Layer> {
+    vec![
+        Layer::gzip(
+            Tar::new()
+                .dir("etc")
+                .file("etc/os-release", b"ID=handmade\n")
+                .dir("data")
+                .file("data/old", b"old")
+                .finish(),
+        ),
+        Layer::zstd(
+            Tar::new()
+                .dir("data")
+                .file("data/.wh..wh..opq", b"")
+                .file("data/new", b"new")
+                .finish(),
+        ),
+    ]
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_oci_layout_and_a_docker_archive_of_one_image_import_as_one_image_sharing_layers() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layers = two_layers();
+    let config = config_json(&layers, &["PATH=/usr/bin:/bin"]);
+    let layout = dir.path().join("layout");
+    let id = oci_layout_with(&layout, &layers, &config);
+    // The same layers uncompressed, as `docker save` writes them.
+    let plain: Vec<Layer> = layers.iter().map(|l| Layer::plain(l.tar.clone())).collect();
+    let archive = dir.path().join("image.tar");
+    let archive_id = docker_archive(&archive, &plain, &config, "handmade:1");
+    assert_eq!(id, archive_id);
+    let state = dir.path().join("state");
+    let out = image_cmd(
+        &state,
+        &["import", layout.to_str().unwrap(), "--name", "from-oci"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = image_cmd(&state, &["import", archive.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let a = json(&image_cmd(&state, &["inspect", "from-oci"]));
+    let b = json(&image_cmd(&state, &["inspect", "handmade:1"]));
+    assert_eq!(a["id"], serde_json::json!(id));
+    assert_eq!(a["id"], b["id"]);
+    assert_eq!(a["layers"], b["layers"]);
+    assert_eq!(
+        a["config"]["Env"],
+        serde_json::json!(["PATH=/usr/bin:/bin"])
+    );
+    let dirs: Vec<_> = store_layers(&state)
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 2, "each layer is unpacked once: {dirs:?}");
+    let root = layer_root(&state, &layers[0].diff_id());
+    assert_eq!(
+        fs::read(root.join("etc/os-release")).unwrap(),
+        b"ID=handmade\n"
+    );
+    // An OCI archive (a tar of the layout) imports as the layout does.
+    let oci_tar = dir.path().join("layout.tar");
+    let status = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-cf")
+        .arg(&oci_tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = image_cmd(
+        &state,
+        &["import", oci_tar.to_str().unwrap(), "--name", "from-tar"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let c = json(&image_cmd(&state, &["inspect", "from-tar"]));
+    assert_eq!(c["id"], a["id"]);
+    let ls = json(&image_cmd(&state, &["ls", "--json"]));
+    let names: Vec<&str> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["from-oci", "from-tar", "handmade:1"]);
+}
+
+#[test]
+fn a_layer_whose_bytes_do_not_match_the_manifest_digest_is_refused_and_not_kept() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let layers = two_layers();
+    oci_layout(&layout, &layers);
+    // Swap the first layer's blob for another valid layer: same name, other bytes.
+    let blob = layout.join("blobs/sha256").join(&layers[0].digest()[7..]);
+    fs::write(
+        &blob,
+        image_fixture::gzip(&Tar::new().file("evil", b"x").finish()),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let out = image_cmd(&state, &["import", layout.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&layers[0].digest()) && err.contains("expected"),
+        "{err}"
+    );
+    assert!(
+        store_layers(&state).iter().all(|p| !p.is_dir()),
+        "nothing kept"
+    );
+    // A diff id that does not match the config is refused the same way.
+    let other = dir.path().join("other");
+    let mut config: serde_json::Value = serde_json::from_slice(&config_json(&layers, &[])).unwrap();
+    config["rootfs"]["diff_ids"][1] = serde_json::json!(format!("sha256:{}", "0".repeat(64)));
+    oci_layout_with(&other, &layers, &serde_json::to_vec(&config).unwrap());
+    let out = image_cmd(&state, &["import", other.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("diff id"), "{err}");
+    let ls = json(&image_cmd(&state, &["ls", "--json"]));
+    assert_eq!(ls, serde_json::json!([]));
+}
+
+#[test]
+fn a_missing_blob_and_a_directory_that_is_no_image_are_named_in_the_error() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let layers = two_layers();
+    oci_layout(&layout, &layers);
+    fs::remove_file(layout.join("blobs/sha256").join(&layers[1].digest()[7..])).unwrap();
+    let state = dir.path().join("state");
+    let out = image_cmd(&state, &["import", layout.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("has no blobs/sha256/{}", &layers[1].digest()[7..])),
+        "{err}"
+    );
+    let empty = dir.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let out = image_cmd(&state, &["import", empty.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(err.contains("neither an OCI image layout"), "{err}");
+    let out = image_cmd(&state, &["inspect", "nothing-here"]);
+    assert!(stderr(&out).contains("no image named \"nothing-here\""));
+    let out = image_cmd(
+        &state,
+        &["import", layout.to_str().unwrap(), "--name", "../x"],
+    );
+    assert!(
+        stderr(&out).contains("is not an image name"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn concurrent_imports_of_one_image_unpack_each_layer_once_and_leave_no_partial() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    // A layer big enough that the imports overlap.
+    let files: Vec<(String, Vec<u8>)> = (0..2000)
+        .map(|i| (format!("f/{i}"), vec![b'x'; 4096]))
+        .collect();
+    let mut tar = Tar::new().dir("f");
+    for (name, data) in &files {
+        tar = tar.file(name, data);
+    }
+    let layers = vec![Layer::gzip(tar.finish())];
+    oci_layout(&layout, &layers);
+    let state = dir.path().join("state");
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (state, layout) = (state.clone(), layout.clone());
+            std::thread::spawn(move || {
+                image_cmd(
+                    &state,
+                    &[
+                        "import",
+                        layout.to_str().unwrap(),
+                        "--name",
+                        &format!("c{i}"),
+                    ],
+                )
+            })
+        })
+        .collect();
+    for h in handles {
+        let out = h.join().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let entries = store_layers(&state);
+    let dirs: Vec<_> = entries.iter().filter(|p| p.is_dir()).collect();
+    assert_eq!(dirs.len(), 1, "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|p| !p.to_string_lossy().contains(".partial-")),
+        "{entries:?}"
+    );
+    let root = layer_root(&state, &layers[0].diff_id());
+    assert_eq!(fs::read_dir(root.join("f")).unwrap().count(), 2000);
+}
+
+#[test]
+fn gc_removes_only_layers_no_image_holds_and_what_a_killed_import_left() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layers = two_layers();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    oci_layout(&a, &layers);
+    // b shares a's first layer only.
+    oci_layout(&b, &[Layer::gzip(layers[0].tar.clone())]);
+    let state = dir.path().join("state");
+    for (p, n) in [(&a, "a"), (&b, "b")] {
+        let out = image_cmd(&state, &["import", p.to_str().unwrap(), "--name", n]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    // What a killed import leaves: a partial directory, never used.
+    let partial = state.join("images/layers/.partial-dead-1-2");
+    fs::create_dir_all(partial.join("root/x")).unwrap();
+    let out = image_cmd(&state, &["rm", "a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&image_cmd(&state, &["gc", "--json"]));
+    assert_eq!(report["layers_removed"], 1);
+    assert_eq!(report["partial_removed"], 1);
+    assert_eq!(report["layers_kept"], 1);
+    assert!(layer_root(&state, &layers[0].diff_id()).is_dir());
+    assert!(!layer_root(&state, &layers[1].diff_id()).exists());
+    assert!(!partial.exists());
+    let out = image_cmd(&state, &["rm", "a"]);
+    assert!(stderr(&out).contains("no image named"));
+}
