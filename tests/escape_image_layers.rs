@@ -2,6 +2,8 @@
 //! naming the layer and the entry, nothing outside the layer's directory is written, and a
 //! refused layer leaves nothing in the store. Each import runs through `contained`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 #[path = "image_fixture/mod.rs"]
 mod image_fixture;

@@ -1,6 +1,8 @@
 //! The image store through the real binary: imports of OCI layouts and docker-archives,
 //! digests checked, layers shared and unpacked once, `ls`/`inspect`/`rm`/`gc`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 #[path = "image_fixture/mod.rs"]
 mod image_fixture;
@@ -264,4 +266,102 @@ fn gc_removes_only_layers_no_image_holds_and_what_a_killed_import_left() {
     assert!(!partial.exists());
     let out = image_cmd(&state, &["rm", "a"]);
     assert!(stderr(&out).contains("no image named"));
+}
+
+/// A two-layer image that can run `dash` and `cat`: the host's tools and libc, then files.
+fn runnable_image(dir: &std::path::Path, state: &std::path::Path, name: &str) -> Vec<Layer> {
+    let layers = vec![
+        Layer::gzip(
+            image_fixture::host_tools_layer()
+                .dir("etc")
+                .file("etc/os-release", b"ID=handmade\n")
+                .file("etc/shadow", b"image-secret\n")
+                .dir("data")
+                .file("data/old", b"old")
+                .dir("a")
+                .file("a/keep", b"k")
+                .file("a/gone", b"g")
+                .finish(),
+        ),
+        Layer::zstd(
+            Tar::new()
+                .dir("a")
+                .file("a/.wh.gone", b"")
+                .dir("data")
+                .file("data/.wh..wh..opq", b"")
+                .file("data/new", b"new")
+                .finish(),
+        ),
+    ];
+    let layout = dir.join(format!("layout-{name}"));
+    oci_layout(&layout, &layers);
+    let out = image_cmd(state, &["import", layout.to_str().unwrap(), "--name", name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    layers
+}
+
+#[test]
+fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_hosts() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let layers = runnable_image(dir.path(), &state, "tools");
+    let before = common::Snapshot::of(&state.join("images"));
+    let workspace = common::Template::new();
+    let script = "cat /etc/os-release; for f in /data/* /a/*; do echo \"$f\"; done; \
+        test -e /etc/debian_version && echo host-etc; test -e /usr/bin/python3 && echo host-usr; \
+        echo \"FROM_IMAGE=$FROM_IMAGE\"; echo \"PATH=$PATH\"; cat README.txt >/dev/null && echo workspace; \
+        echo \"shadow=[$(cat /etc/shadow)]\"; echo changed > made-here";
+    let out = common::Exec::new(workspace.path())
+        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
+        .args(&["--image", "tools"])
+        .run(&["/bin/dash", "-c", script]);
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{} {}",
+        out.stderr,
+        out.envcraft_stderr
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "ID=handmade",
+            "/data/new",
+            "/a/keep",
+            "FROM_IMAGE=1",
+            // The image's PATH first, then the policy's entries it lacks.
+            "PATH=/usr/bin:/bin:/usr/local/bin",
+            "workspace",
+            // The policy's hidden paths are masked in an image as on the host.
+            "shadow=[]",
+        ],
+        "{}",
+        out.stderr
+    );
+    let enforced = &out.json.as_ref().unwrap()["enforced"];
+    let id = serde_json::from_slice::<serde_json::Value>(
+        &image_cmd(&state, &["inspect", "tools"]).stdout,
+    )
+    .unwrap()["id"]
+        .clone();
+    assert_eq!(
+        enforced["root"],
+        serde_json::json!(format!("image tools@{}", id.as_str().unwrap()))
+    );
+    // The session's changes are its own: the store and the template are as they were.
+    assert!(
+        before
+            .diff(&common::Snapshot::of(&state.join("images")))
+            .is_empty()
+    );
+    workspace.assert_unchanged();
+    assert!(
+        layer_root(&state, &layers[1].diff_id())
+            .join("data/new")
+            .is_file()
+    );
 }

@@ -250,9 +250,7 @@ fn expand<R: Read>(
     };
     let entries = {
         let mut writer = Writer::new(root, limits);
-        let mut archive = tar::Archive::new(&mut expanded);
-        let result = writer.all(&mut archive);
-        drop(archive);
+        let result = writer.all(&mut tar::Archive::new(&mut expanded));
         match result {
             Ok(()) => writer.finish()?,
             Err(e) => return Err(expanded.refusal.take().unwrap_or(e)),

@@ -197,6 +197,7 @@ impl Session {
             timeout_secs: None,
             host_env: std::env::vars().collect(),
             without_namespaces: false,
+            image: None,
         };
         let sandbox = sandbox::start(&policy, &request, &options.state_root)?;
         let base_unix = options

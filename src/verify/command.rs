@@ -85,6 +85,7 @@ pub fn run_grader(
         timeout_secs: None,
         host_env: Vec::new(),
         without_namespaces: false,
+        image: None,
     };
     let timeout = Duration::from_secs(task.verifier.timeout_secs);
     let result = sandbox::start(&policy, &request, state_root).and_then(|mut grader| {

@@ -313,3 +313,60 @@ pub fn store_layers(state: &Path) -> Vec<PathBuf> {
 pub fn layer_root(state: &Path, diff_id: &str) -> PathBuf {
     state.join("images/layers").join(&diff_id[7..]).join("root")
 }
+
+/// The host files a small image needs to run `dash` and `cat` (the dynamic loader and libc,
+/// found by `ldd`), as a tar under the same paths, with `bin` and `lib` as links into `usr`
+/// as Debian has them.
+pub fn host_tools_layer() -> Tar {
+    let mut tar = Tar::new()
+        .dir("usr")
+        .dir("usr/bin")
+        .symlink("bin", "usr/bin");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for tool in ["/usr/bin/dash", "/usr/bin/cat"] {
+        let out = std::process::Command::new("ldd")
+            .arg(tool)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut files = vec![tool.to_string()];
+        for line in text.lines() {
+            let path = line
+                .split_whitespace()
+                .find(|w| w.starts_with('/'))
+                .map(str::to_string);
+            files.extend(path);
+        }
+        for f in files {
+            let real = fs::canonicalize(&f).unwrap();
+            for (name, source) in [(f.clone(), real.clone())] {
+                // Keep the path as asked (/lib64/ld-linux...), through usr where Debian links.
+                let name = name
+                    .strip_prefix("/lib/")
+                    .map(|r| format!("/usr/lib/{r}"))
+                    .unwrap_or(name);
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                let rel = name.trim_start_matches('/').to_string();
+                let mut parent = Path::new(&rel).parent();
+                let mut chain = Vec::new();
+                while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+                    chain.push(p.to_string_lossy().into_owned());
+                    parent = p.parent();
+                }
+                for d in chain.into_iter().rev() {
+                    if d != "usr" && d != "usr/bin" && dirs.insert(d.clone()) {
+                        tar = tar.dir(&d);
+                    }
+                }
+                tar = tar.file_mode(&rel, &fs::read(&source).unwrap(), 0o755);
+            }
+        }
+    }
+    if !seen.iter().any(|s| s.starts_with("/usr/lib/")) {
+        return tar;
+    }
+    tar.symlink("lib", "usr/lib")
+}
