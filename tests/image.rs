@@ -365,3 +365,74 @@ fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_ho
             .is_file()
     );
 }
+
+#[test]
+fn an_environment_naming_an_image_runs_its_tools_and_its_grader_over_that_image() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    runnable_image(dir.path(), &state, "tools");
+    let env = dir.path().join("workspaces/on-image");
+    fs::create_dir_all(env.join("files")).unwrap();
+    fs::create_dir_all(env.join("tasks/os")).unwrap();
+    fs::write(
+        env.join("env.toml"),
+        "name = \"on-image\"\ndescription = \"d\"\ntools = [\"exec\"]\nbase_time = \"2026-03-02T09:00:00Z\"\nimage = \"tools\"\n",
+    )
+    .unwrap();
+    fs::write(env.join("docs.md"), "An image.\n").unwrap();
+    fs::write(env.join("files/seed.txt"), "seed\n").unwrap();
+    // The grader scores 1 only over the image (its os-release) and with the agent's file.
+    fs::write(
+        env.join("tasks/os/task.toml"),
+        "prompt = \"Copy /etc/os-release to os.txt\"\n[verifier]\nkind = \"command\"\ncommand = \"cat /etc/os-release /workspace/os.txt | { read a; read b; test \\\"$a$b\\\" = ID=handmadeID=handmade && echo 1 || echo 0; }\"\n",
+    )
+    .unwrap();
+    let actions = dir.path().join("actions.jsonl");
+    fs::write(
+        &actions,
+        "{\"tool\": \"exec\", \"args\": {\"command\": \"cat /etc/os-release > os.txt; cat os.txt\"}}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(common::contained().unwrap())
+        .arg(common::envcraft())
+        .args(["run", "on-image/os", "--json", "--workspaces"])
+        .arg(dir.path().join("workspaces"))
+        .arg("--actions")
+        .arg(&actions)
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = report["actions"][0]["result"].to_string();
+    assert!(result.contains("ID=handmade"), "{report}");
+    assert_eq!(report["reward"], serde_json::json!(1.0), "{report}");
+    // An environment naming an image that is not there says which, and where to look.
+    fs::write(
+        env.join("env.toml"),
+        "name = \"on-image\"\ndescription = \"d\"\ntools = [\"exec\"]\nbase_time = \"2026-03-02T09:00:00Z\"\nimage = \"absent\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(common::contained().unwrap())
+        .arg(common::envcraft())
+        .args(["run", "on-image/os", "--json", "--workspaces"])
+        .arg(dir.path().join("workspaces"))
+        .arg("--actions")
+        .arg(&actions)
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains("environment on-image runs over image \"absent\"")
+            && err.contains("envcraft image ls"),
+        "{err}"
+    );
+}

@@ -314,17 +314,18 @@ pub fn layer_root(state: &Path, diff_id: &str) -> PathBuf {
     state.join("images/layers").join(&diff_id[7..]).join("root")
 }
 
-/// The host files a small image needs to run `dash` and `cat` (the dynamic loader and libc,
+/// The host files a small image needs to run `dash`, `cat` and `true` (the dynamic loader and libc,
 /// found by `ldd`), as a tar under the same paths, with `bin` and `lib` as links into `usr`
 /// as Debian has them.
 pub fn host_tools_layer() -> Tar {
     let mut tar = Tar::new()
         .dir("usr")
         .dir("usr/bin")
-        .symlink("bin", "usr/bin");
+        .symlink("bin", "usr/bin")
+        .symlink("usr/bin/sh", "dash");
     let mut seen = std::collections::BTreeSet::new();
     let mut dirs = std::collections::BTreeSet::new();
-    for tool in ["/usr/bin/dash", "/usr/bin/cat"] {
+    for tool in ["/usr/bin/dash", "/usr/bin/cat", "/usr/bin/true"] {
         let out = std::process::Command::new("ldd")
             .arg(tool)
             .output()
