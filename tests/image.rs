@@ -436,3 +436,63 @@ fn an_environment_naming_an_image_runs_its_tools_and_its_grader_over_that_image(
         "{err}"
     );
 }
+
+#[test]
+fn a_root_filesystem_tar_imports_as_a_one_layer_image_that_runs() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rootfs = dir.path().join("rootfs.tar.zst");
+    let tar = image_fixture::host_tools_layer()
+        .dir("etc")
+        .file("etc/os-release", b"ID=rootfs\n")
+        .finish();
+    fs::write(&rootfs, image_fixture::zstd(&tar)).unwrap();
+    let state = dir.path().join("state");
+    let out = image_cmd(&state, &["import", "--rootfs", rootfs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = json(&image_cmd(&state, &["inspect", "rootfs"]));
+    assert_eq!(
+        record["layers"],
+        serde_json::json!([image_fixture::sha256(&tar)])
+    );
+    let workspace = common::Template::new();
+    let out = common::Exec::new(workspace.path())
+        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
+        .args(&["--image", "rootfs"])
+        .run(&["cat", "/etc/os-release"]);
+    assert_eq!(out.stdout, "ID=rootfs\n", "{}", out.envcraft_stderr);
+    // The same tar again: the same id, its layer kept once.
+    let out = image_cmd(
+        &state,
+        &[
+            "import",
+            "--rootfs",
+            rootfs.to_str().unwrap(),
+            "--name",
+            "again",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = json(&image_cmd(&state, &["inspect", "again"]));
+    assert_eq!(again["id"], record["id"]);
+    assert_eq!(
+        store_layers(&state).iter().filter(|p| p.is_dir()).count(),
+        1
+    );
+    // A crafted root filesystem is refused like a crafted layer, naming the file.
+    let evil = dir.path().join("evil.tar");
+    fs::write(&evil, Tar::new().file("../x", b"x").finish()).unwrap();
+    let out = image_cmd(&state, &["import", "--rootfs", evil.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("evil.tar") && err.contains("entry ../x"),
+        "{err}"
+    );
+    assert!(
+        store_layers(&state)
+            .iter()
+            .all(|p| !p.to_string_lossy().contains(".partial"))
+    );
+}

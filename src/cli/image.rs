@@ -30,6 +30,10 @@ pub struct ImportArgs {
     /// The name to give it (default: the name the image carries, else the file's name).
     #[arg(long)]
     pub name: Option<String>,
+    /// SOURCE is a tar (plain, gzip or zstd) of a root filesystem (`mmdebstrap ... rootfs.tar`),
+    /// imported as a one-layer image.
+    #[arg(long)]
+    pub rootfs: bool,
     /// Refuse a layer that expands to more than this many bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_layer_bytes: Option<u64>,
@@ -78,8 +82,12 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
             if let Some(max) = args.max_layer_bytes {
                 limits.max_bytes = max;
             }
-            let imported =
-                crate::image::import(&store, &args.source, args.name.as_deref(), limits)?;
+            let import = if args.rootfs {
+                crate::image::import_rootfs
+            } else {
+                crate::image::import
+            };
+            let imported = import(&store, &args.source, args.name.as_deref(), limits)?;
             let r = &imported.record;
             print(&format!(
                 "imported {} ({}, {} layers, {} bytes)\n",

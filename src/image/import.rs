@@ -75,8 +75,11 @@ impl Source {
         let file = File::open(path).map_err(read)?;
         let mut archive = tar::Archive::new(io::BufReader::new(file));
         let mut members = HashMap::new();
+        let not_an_image = |_| ImportError::Format {
+            path: path.to_path_buf(),
+        };
         for entry in archive.entries().map_err(read)? {
-            let entry = entry.map_err(read)?;
+            let entry = entry.map_err(not_an_image)?;
             if entry.header().entry_type().is_file() {
                 let name = clean(&String::from_utf8_lossy(&entry.path_bytes()));
                 members.insert(name, (entry.raw_file_position(), entry.size()));
@@ -213,6 +216,65 @@ pub fn import(
     Ok(Imported { record })
 }
 
+/// Import a root filesystem's tar (plain, gzip or zstd; `mmdebstrap ... rootfs.tar` writes
+/// one) as a one-layer image for this machine's platform, named `name` (else the file's
+/// name). Its config is envcraft's: a Debian-style `PATH` in `Env`, nothing else.
+pub fn import_rootfs(
+    store: &Store,
+    path: &Path,
+    name: Option<&str>,
+    limits: Limits,
+) -> Result<Imported, ImportError> {
+    if let Some(n) = name {
+        check_name(n)?;
+    }
+    let read = |source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    if !path.is_file() {
+        return Err(read(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--rootfs takes a tar file (plain, gzip or zstd) of a root filesystem",
+        )));
+    }
+    let _held = store.import_lock()?;
+    let unpacked = store.add_layer(
+        path,
+        || {
+            File::open(path).map(|file| LayerSource {
+                file,
+                offset: 0,
+                len: None,
+            })
+        },
+        limits,
+    )?;
+    let platform = oci::host_platform();
+    let config = serde_json::json!({
+        "architecture": platform.architecture,
+        "os": platform.os,
+        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [unpacked.diff_id]},
+    });
+    let bytes = serde_json::to_vec(&config).unwrap_or_default();
+    let parsed = ImageConfig::parse("the generated config", &bytes)?;
+    let source = Source::Dir(path.to_path_buf());
+    let name = name
+        .map(str::to_string)
+        .unwrap_or_else(|| default_name(&source));
+    let record = record(
+        &source,
+        name,
+        Digest::of(&bytes),
+        None,
+        &parsed,
+        unpacked.tar_bytes,
+    );
+    store.save(&record)?;
+    Ok(Imported { record })
+}
+
 fn default_name(source: &Source) -> String {
     let stem = source
         .path()
@@ -220,6 +282,8 @@ fn default_name(source: &Source) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let stem = stem
+        .trim_end_matches(".gz")
+        .trim_end_matches(".zst")
         .trim_end_matches(".tar")
         .chars()
         .map(|c| {

@@ -15,7 +15,7 @@ pub mod oci;
 pub mod store;
 pub mod unpack;
 
-pub use import::{ImportError, Imported, import};
+pub use import::{ImportError, Imported, import, import_rootfs};
 pub use layer::{LayerError, Limits};
 pub use oci::Digest;
 pub use store::{GcReport, ImageRecord, Store, StoreError};

@@ -45,6 +45,12 @@ pub enum StoreError {
         #[source]
         source: UnpackError,
     },
+    #[error("the root filesystem {path}")]
+    Rootfs {
+        path: PathBuf,
+        #[source]
+        source: UnpackError,
+    },
     #[error(
         "layer {layer}: unpacked, its {what} is {actual}, but {expected} was expected: the layer is corrupt or was changed"
     )]
@@ -146,6 +152,12 @@ impl Store {
         Ok(Store { dir })
     }
 
+    /// The store of `state_root` when there is one (made by an import), without making it.
+    pub fn existing(state_root: &Path) -> Option<Store> {
+        let dir = state_root.join("images");
+        dir.join("names").is_dir().then_some(Store { dir })
+    }
+
     fn layers(&self) -> PathBuf {
         self.dir.join("layers")
     }
@@ -238,6 +250,70 @@ impl Store {
         File::open(self.layers())
             .and_then(|d| d.sync_all())
             .map_err(io_err("sync", &self.layers()))?;
+        Ok(unpacked)
+    }
+
+    /// Unpack a layer whose diff id is not known beforehand (a root filesystem's tar): into a
+    /// partial directory of its own, then, under the lock of the diff id it turned out to
+    /// have, renamed into place (or dropped, when that layer is there already).
+    pub fn add_layer(
+        &self,
+        named: &Path,
+        source: impl FnOnce() -> io::Result<LayerSource>,
+        limits: Limits,
+    ) -> Result<Unpacked, StoreError> {
+        let partial =
+            self.layers()
+                .join(format!(".partial-new-{}-{}", std::process::id(), nanos()));
+        let result = (|| {
+            mkdir(&partial)?;
+            let root = partial.join("root");
+            fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&root)
+                .map_err(io_err("create", &root))?;
+            let layer = source().map_err(|source| StoreError::Rootfs {
+                path: named.to_path_buf(),
+                source: UnpackError::Start {
+                    op: "open the layer",
+                    source,
+                },
+            })?;
+            unpack_confined(layer, &root, limits).map_err(|source| StoreError::Rootfs {
+                path: named.to_path_buf(),
+                source,
+            })
+        })();
+        let unpacked = match result {
+            Ok(u) => u,
+            Err(e) => {
+                let _ = remove_tree(&partial);
+                return Err(e);
+            }
+        };
+        let done = self.layers().join(unpacked.diff_id.hex());
+        let lock_path = self
+            .layers()
+            .join(format!("{}.lock", unpacked.diff_id.hex()));
+        let _held = self.lock(&lock_path, true)?;
+        if self.read_layer(&done).is_some() {
+            let _ = remove_tree(&partial);
+            return Ok(unpacked);
+        }
+        let finish = (|| {
+            write_atomic(
+                &partial.join("layer.json"),
+                &serde_json::to_vec_pretty(&unpacked).unwrap_or_default(),
+            )?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&partial, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("set the mode of", &partial))?;
+            fs::rename(&partial, &done).map_err(io_err("rename into place", &done))
+        })();
+        if finish.is_err() {
+            let _ = remove_tree(&partial);
+        }
+        finish?;
         Ok(unpacked)
     }
 
