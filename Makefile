@@ -7,7 +7,7 @@ HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
-.PHONY: all build run test lint bench clean
+.PHONY: all build run test lint bench clean image-debian
 
 all: build
 
@@ -37,6 +37,14 @@ $(PYVENV)/.ready:
 $(PYVENV)/.ray: $(PYVENV)/.ready
 	$(PYVENV)/bin/python -m pip install -q 'ray>=2.9'
 	touch $@
+
+# A Debian image (minbase and python3, from Debian's packages; needs `mmdebstrap`) imported into
+# the default state root's store as `debian-python3`, for `exec --image` and `image = ...` by hand
+# and for `bench/image.py`. Not part of `make test`, whose images are made in the tests.
+DEBIAN_ROOTFS := $(TARGET_DIR)/debian-bookworm-python3.tar
+image-debian: build
+	[ -f $(DEBIAN_ROOTFS) ] || mmdebstrap --variant=minbase --include=python3 bookworm $(DEBIAN_ROOTFS)
+	$(ENVCRAFT) image import --rootfs $(DEBIAN_ROOTFS) --name debian-python3
 
 lint:
 	$(CARGO) fmt --check

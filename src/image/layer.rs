@@ -12,7 +12,8 @@
 //!   themselves are kept as they are (they resolve inside the sandbox's root, not the host's);
 //! - a hard link names an earlier non-directory entry of the same layer, and is made with
 //!   `linkat` between two descriptors of the layer (no link followed);
-//! - device nodes are refused; setuid, setgid and sticky bits of files are dropped, and
+//! - device nodes are refused, except below `dev/` (a root filesystem's own), where they are
+//!   left out: the sandbox mounts its own `/dev` there; setuid, setgid and sticky bits of files are dropped, and
 //!   ownership is the unpacker's (not the layer's);
 //! - a path appears once (a directory may be listed again: its mode is taken from the last);
 //! - bounded: at most [`Limits::max_entries`] entries, [`Limits::max_bytes`] of expanded data
@@ -65,7 +66,9 @@ pub enum LayerError {
     ThroughLink { entry: String, component: String },
     #[error("entry {entry}: a hard link to {target}, which is not an earlier file of this layer")]
     HardLinkOutside { entry: String, target: String },
-    #[error("entry {entry}: device nodes are refused in a layer")]
+    #[error(
+        "entry {entry}: device nodes are refused in a layer (outside dev/, whose nodes are left out)"
+    )]
     Device { entry: String },
     #[error("entry {entry}: entry type {kind} is not supported")]
     Unsupported { entry: String, kind: u8 },
@@ -129,6 +132,9 @@ pub struct Unpacked {
     pub compressed_bytes: u64,
     pub tar_bytes: u64,
     pub entries: usize,
+    /// Device nodes below `dev/` left out (see [`LayerError::Device`]).
+    #[serde(default)]
+    pub skipped_devices: usize,
 }
 
 /// A reader that hashes and counts what passes through it.
@@ -209,7 +215,7 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
             count: count.clone(),
         },
     );
-    let (entries, tar_bytes, diff_id) = expand(&mut raw, count, root, limits)?;
+    let ((entries, skipped_devices), tar_bytes, diff_id) = expand(&mut raw, count, root, limits)?;
     // Whatever the decoder left unread of the blob still belongs to its digest.
     io::copy(&mut raw, &mut io::sink()).map_err(|e| tar_err("(end)", &e))?;
     let counting = raw.into_inner();
@@ -219,17 +225,18 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
         compressed_bytes: counting.inner.bytes,
         tar_bytes,
         entries,
+        skipped_devices,
     })
 }
 
 /// The tar stream inside `raw`, decompressed as its first bytes say, unpacked into `root`:
-/// the entry count, the stream's size and its digest.
+/// the entry and left-out device counts, the stream's size and its digest.
 fn expand<R: Read>(
     raw: &mut BufReader<Counting<R>>,
     count: std::rc::Rc<std::cell::Cell<u64>>,
     root: &OwnedFd,
     limits: Limits,
-) -> Result<(usize, u64, Digest), LayerError> {
+) -> Result<((usize, usize), u64, Digest), LayerError> {
     let start = raw.fill_buf().map_err(|e| tar_err("(start)", &e))?.to_vec();
     let decoded: Box<dyn Read + '_> = if start.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::bufread::MultiGzDecoder::new(raw))
@@ -347,6 +354,7 @@ struct Writer<'a> {
     dirs: Vec<(Vec<u8>, u32, i64)>,
     opaque: Vec<Vec<u8>>,
     bytes: u64,
+    skipped_devices: usize,
     /// The last parent opened, kept: entries come grouped by directory.
     parent: Option<(Vec<u8>, OwnedFd)>,
 }
@@ -360,6 +368,7 @@ impl<'a> Writer<'a> {
             dirs: Vec::new(),
             opaque: Vec::new(),
             bytes: 0,
+            skipped_devices: 0,
             parent: None,
         }
     }
@@ -491,6 +500,12 @@ impl<'a> Writer<'a> {
             return Ok(());
         }
         if kind.is_block_special() || kind.is_character_special() {
+            if comps.first() == Some(&&b"dev"[..]) {
+                // A root filesystem's own /dev (mmdebstrap and debootstrap make one): the
+                // sandbox mounts its own /dev over it, so the node is left out, not refused.
+                self.skipped_devices += 1;
+                return Ok(());
+            }
             return Err(LayerError::Device {
                 entry: shown_entry(),
             });
@@ -604,8 +619,9 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// Set the directories' modes and times, deepest first; returns the entry count.
-    fn finish(mut self) -> Result<usize, LayerError> {
+    /// Set the directories' modes and times, deepest first; returns the entry count and the
+    /// device nodes left out.
+    fn finish(mut self) -> Result<(usize, usize), LayerError> {
         self.parent = None;
         let mut dirs = std::mem::take(&mut self.dirs);
         // The last listing of a directory wins; deepest first, so a parent made read-only
@@ -622,7 +638,7 @@ impl<'a> Writer<'a> {
                 .map_err(|e| self.write_err(&path, "set the mode", &e.into()))?;
             set_mtime(&fd, mtime).map_err(|e| self.write_err(&path, "set the time", &e))?;
         }
-        Ok(self.seen.len())
+        Ok((self.seen.len(), self.skipped_devices))
     }
 }
 
