@@ -57,6 +57,7 @@ bench: build
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
+	python3 bench/image.py $(ENVCRAFT) bench/results.md
 
 clean:
 	$(CARGO) clean

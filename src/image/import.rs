@@ -376,6 +376,12 @@ fn image(
 ) -> Result<ImageRecord, ImportError> {
     let config_bytes = source.blob(&manifest.config.digest)?;
     let config = ImageConfig::parse("the image config", &config_bytes)?;
+    if manifest.layers.is_empty() {
+        return Err(ImportError::Image {
+            path: source.path().to_path_buf(),
+            what: "the image has no layers: there is no root filesystem to run over".into(),
+        });
+    }
     if config.rootfs.diff_ids.len() != manifest.layers.len() {
         return Err(ImportError::Image {
             path: source.path().to_path_buf(),
@@ -460,6 +466,12 @@ fn docker_archive(
         named.matches(&entry.config, &id)?;
     }
     let config = ImageConfig::parse(&entry.config, &config_bytes)?;
+    if entry.layers.is_empty() {
+        return Err(ImportError::Image {
+            path: source.path().to_path_buf(),
+            what: "the image has no layers: there is no root filesystem to run over".into(),
+        });
+    }
     if config.rootfs.diff_ids.len() != entry.layers.len() {
         return Err(ImportError::Image {
             path: source.path().to_path_buf(),

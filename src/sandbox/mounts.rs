@@ -241,12 +241,22 @@ pub(super) fn mount_image_root(
     dirs: &StateDirs,
     image: &super::image_root::ImageRoot,
 ) -> Result<(), StepError> {
+    let lowerdir = image.lowerdir();
+    if lowerdir.len() > 3900 {
+        // mount(2) takes its options in one page.
+        return Err(super::child::fail(
+            "mount the image's root",
+            format!(
+                "image {} has {} layers, more than one overlay mount can name (about 50): flatten it (e.g. `skopeo copy` through a squashing tool) or rebuild it with fewer layers",
+                image.name,
+                image.layers.len()
+            ),
+        ));
+    }
     bind(&image.layers_dir, &dirs.base.join("image"), true).step("bind the image's layers")?;
     nix::unistd::chdir(&dirs.base).step("enter the state directory")?;
-    let opts = format!(
-        "lowerdir={},upperdir=layer/rootup,workdir=layer/rootwork,userxattr",
-        image.lowerdir()
-    );
+    let opts =
+        format!("lowerdir={lowerdir},upperdir=layer/rootup,workdir=layer/rootwork,userxattr");
     let mounted = mount(
         Some("envcraft-image"),
         "root",
