@@ -646,3 +646,43 @@ fn set_mtime(fd: &impl AsFd, mtime: i64) -> io::Result<()> {
     let t = TimeSpec::new(mtime, 0);
     futimens(fd, &t, &t).map_err(io::Error::from)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn entry_paths_drop_dot_components_and_refuse_climbing_absolute_and_deep_ones() {
+        let l = Limits::default();
+        assert_eq!(
+            components(b"./a//b/./c", &l).unwrap(),
+            [&b"a"[..], b"b", b"c"]
+        );
+        assert!(components(b"./", &l).unwrap().is_empty());
+        assert!(matches!(
+            components(b"a/../../x", &l),
+            Err(LayerError::ParentDir { .. })
+        ));
+        assert!(matches!(
+            components(b"/etc/x", &l),
+            Err(LayerError::Absolute { .. })
+        ));
+        let deep = b"d/".repeat(257);
+        assert!(matches!(
+            components(&deep, &l),
+            Err(LayerError::TooDeep { .. })
+        ));
+        let long_name = vec![b'n'; 256];
+        assert!(matches!(
+            components(&long_name, &l),
+            Err(LayerError::PathTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn entry_names_in_errors_escape_what_is_not_printable() {
+        assert_eq!(shown(b"a\nb\xff\\"), "a\\x0ab\\xff\\x5c");
+        assert!(shown(&[b'a'; 300]).ends_with("..."));
+    }
+}
