@@ -276,6 +276,8 @@ fn runnable_image(dir: &std::path::Path, state: &std::path::Path, name: &str) ->
                 .dir("etc")
                 .file("etc/os-release", b"ID=handmade\n")
                 .file("etc/shadow", b"image-secret\n")
+                .dir("opt")
+                .file("opt/tool.txt", b"from /opt\n")
                 .dir("data")
                 .file("data/old", b"old")
                 .dir("a")
@@ -313,7 +315,7 @@ fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_ho
     let script = "cat /etc/os-release; for f in /data/* /a/*; do echo \"$f\"; done; \
         test -e /etc/debian_version && echo host-etc; test -e /usr/bin/python3 && echo host-usr; \
         echo \"FROM_IMAGE=$FROM_IMAGE\"; echo \"PATH=$PATH\"; cat README.txt >/dev/null && echo workspace; \
-        echo \"shadow=[$(cat /etc/shadow)]\"; echo changed > made-here";
+        echo \"shadow=[$(cat /etc/shadow)]\"; cat /opt/tool.txt; echo changed > made-here";
     let out = common::Exec::new(workspace.path())
         .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
         .args(&["--image", "tools"])
@@ -338,6 +340,8 @@ fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_ho
             "workspace",
             // The policy's hidden paths are masked in an image as on the host.
             "shadow=[]",
+            // All of the image is readable, not only the policy's system paths.
+            "from /opt",
         ],
         "{}",
         out.stderr

@@ -459,8 +459,13 @@ fn namespaced_root(
     // covered by the tmpfs.
     let mut binds = Vec::new();
     let mut bound: Vec<PathBuf> = Vec::new();
-    // Over an image, its root holds these paths already: they are granted, not bound.
+    // Over an image, its root holds these paths already: they are granted, not bound; and
+    // the whole image may be read (its /opt, /app, /var): nothing of the host's is in the
+    // sandbox's mount namespace but what is mounted over it below, each with its own rule.
     let from_image = request.image.is_some();
+    if from_image {
+        landlock.read_exec.push(PathBuf::from("/"));
+    }
     for path in &fs.read_only {
         match (host.stat)(path) {
             entry @ (HostEntry::Dir | HostEntry::File) => {
