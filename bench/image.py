@@ -71,7 +71,10 @@ def tools_layer():
     out = subprocess.run(["ldd", "/usr/bin/true"], capture_output=True, text=True).stdout
     files.update(w for line in out.splitlines() for w in line.split() if w.startswith("/"))
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        made = set()
+        # Mountpoints bwrap needs in a read-only root (envcraft makes its own).
+        made = {"dev", "proc"}
+        for d in sorted(made):
+            add_dir(tar, d)
         for f in sorted(files):
             name = f.lstrip("/")
             if name.startswith("lib/"):

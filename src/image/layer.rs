@@ -140,14 +140,18 @@ pub struct Unpacked {
 /// A reader that hashes and counts what passes through it.
 struct Hashing<R> {
     inner: R,
-    hasher: Sha256,
+    /// None where another hasher sees the same bytes (an uncompressed layer's stream is its
+    /// blob: hashed once).
+    hasher: Option<Sha256>,
     bytes: u64,
 }
 
 impl<R: Read> Read for Hashing<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
+        if let Some(h) = &mut self.hasher {
+            h.update(&buf[..n]);
+        }
         self.bytes += n as u64;
         Ok(n)
     }
@@ -209,7 +213,7 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
         Counting {
             inner: Hashing {
                 inner: input,
-                hasher: Sha256::new(),
+                hasher: Some(Sha256::new()),
                 bytes: 0,
             },
             count: count.clone(),
@@ -219,9 +223,10 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
     // Whatever the decoder left unread of the blob still belongs to its digest.
     io::copy(&mut raw, &mut io::sink()).map_err(|e| tar_err("(end)", &e))?;
     let counting = raw.into_inner();
+    let digest = Digest::from_hasher(counting.inner.hasher.unwrap_or_default());
     Ok(Unpacked {
-        digest: Digest::from_hasher(counting.inner.hasher),
-        diff_id,
+        diff_id: diff_id.unwrap_or_else(|| digest.clone()),
+        digest,
         compressed_bytes: counting.inner.bytes,
         tar_bytes,
         entries,
@@ -236,8 +241,9 @@ fn expand<R: Read>(
     count: std::rc::Rc<std::cell::Cell<u64>>,
     root: &OwnedFd,
     limits: Limits,
-) -> Result<((usize, usize), u64, Digest), LayerError> {
+) -> Result<((usize, usize), u64, Option<Digest>), LayerError> {
     let start = raw.fill_buf().map_err(|e| tar_err("(start)", &e))?.to_vec();
+    let plain = !start.starts_with(&[0x1f, 0x8b]) && !start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
     let decoded: Box<dyn Read + '_> = if start.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::bufread::MultiGzDecoder::new(raw))
     } else if start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
@@ -248,7 +254,7 @@ fn expand<R: Read>(
     let mut expanded = Expanded {
         inner: Hashing {
             inner: decoded,
-            hasher: Sha256::new(),
+            hasher: (!plain).then(Sha256::new),
             bytes: 0,
         },
         compressed: count,
@@ -273,7 +279,7 @@ fn expand<R: Read>(
     Ok((
         entries,
         expanded.inner.bytes,
-        Digest::from_hasher(expanded.inner.hasher),
+        expanded.inner.hasher.map(Digest::from_hasher),
     ))
 }
 
