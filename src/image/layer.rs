@@ -219,7 +219,12 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
             count: count.clone(),
         },
     );
-    let ((entries, skipped_devices), tar_bytes, diff_id) = expand(&mut raw, count, root, limits)?;
+    let Expansion {
+        entries,
+        skipped_devices,
+        tar_bytes,
+        diff_id,
+    } = expand(&mut raw, count, root, limits)?;
     // Whatever the decoder left unread of the blob still belongs to its digest.
     io::copy(&mut raw, &mut io::sink()).map_err(|e| tar_err("(end)", &e))?;
     let counting = raw.into_inner();
@@ -234,6 +239,15 @@ pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpack
     })
 }
 
+/// What [`expand`] found: the entries made, the device nodes left out, the tar stream's size
+/// and its digest (None where the stream is the blob itself: its digest is the blob's).
+struct Expansion {
+    entries: usize,
+    skipped_devices: usize,
+    tar_bytes: u64,
+    diff_id: Option<Digest>,
+}
+
 /// The tar stream inside `raw`, decompressed as its first bytes say, unpacked into `root`:
 /// the entry and left-out device counts, the stream's size and its digest.
 fn expand<R: Read>(
@@ -241,7 +255,7 @@ fn expand<R: Read>(
     count: std::rc::Rc<std::cell::Cell<u64>>,
     root: &OwnedFd,
     limits: Limits,
-) -> Result<((usize, usize), u64, Option<Digest>), LayerError> {
+) -> Result<Expansion, LayerError> {
     let start = raw.fill_buf().map_err(|e| tar_err("(start)", &e))?.to_vec();
     let plain = !start.starts_with(&[0x1f, 0x8b]) && !start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
     let decoded: Box<dyn Read + '_> = if start.starts_with(&[0x1f, 0x8b]) {
@@ -261,7 +275,7 @@ fn expand<R: Read>(
         limits,
         refusal: None,
     };
-    let entries = {
+    let (entries, skipped_devices) = {
         let mut writer = Writer::new(root, limits);
         let result = writer.all(&mut tar::Archive::new(&mut expanded));
         match result {
@@ -276,11 +290,12 @@ fn expand<R: Read>(
             .take()
             .unwrap_or_else(|| tar_err("(end)", &e)));
     }
-    Ok((
+    Ok(Expansion {
         entries,
-        expanded.inner.bytes,
-        expanded.inner.hasher.map(Digest::from_hasher),
-    ))
+        skipped_devices,
+        tar_bytes: expanded.inner.bytes,
+        diff_id: expanded.inner.hasher.map(Digest::from_hasher),
+    })
 }
 
 fn tar_err(entry: &str, e: &io::Error) -> LayerError {
