@@ -7,7 +7,7 @@ HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
-.PHONY: all build run test lint bench soak clean
+.PHONY: all build run test lint bench soak clean image-debian
 
 all: build
 
@@ -38,6 +38,14 @@ $(PYVENV)/.ray: $(PYVENV)/.ready
 	$(PYVENV)/bin/python -m pip install -q 'ray>=2.9'
 	touch $@
 
+# A Debian image (minbase and python3, from Debian's packages; needs `mmdebstrap`) imported into
+# the default state root's store as `debian-python3`, for `exec --image` and `image = ...` by hand
+# and for `bench/image.py`. Not part of `make test`, whose images are made in the tests.
+DEBIAN_ROOTFS := $(TARGET_DIR)/debian-bookworm-python3.tar
+image-debian: build
+	[ -f $(DEBIAN_ROOTFS) ] || mmdebstrap --variant=minbase --include=python3 bookworm $(DEBIAN_ROOTFS)
+	$(ENVCRAFT) image import --rootfs $(DEBIAN_ROOTFS) --name debian-python3
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
@@ -50,6 +58,7 @@ bench: build
 	python3 bench/server.py $(ENVCRAFT) bench/results.md --sessions 1000,10000
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
 	python3 bench/protocols.py $(ENVCRAFT) bench/results.md
+	python3 bench/image.py $(ENVCRAFT) bench/results.md
 
 # The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
 # restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless

@@ -11,6 +11,9 @@
 //! - [`workspace`]: copy-on-write workspaces: the change list read from the overlay's upper
 //!   layer, the copy used where overlayfs is refused, keeping changes for inspection; the one
 //!   way to walk and copy a tree the agent made (`workspace::tree`).
+//! - [`image`]: OCI images as a task's root filesystem: the content-addressed layer store
+//!   under the state root, imports of OCI layouts and docker-archives, and the unpacking of
+//!   untrusted layers in a sandbox of its own.
 //! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript.
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
 //!   `ls`, `glob`, `grep`, `exec`, `process`, `skill`), one file each and listed once
@@ -48,6 +51,7 @@
 //! session
 //! tools, verify
 //! sandbox
+//! image
 //! workspace
 //! spec, sys, json, clock_shim, error   (leaves: nothing of the crate)
 //! ```
@@ -56,6 +60,7 @@ pub mod audit;
 pub mod cli;
 pub mod clock_shim;
 pub mod error;
+pub mod image;
 pub mod import;
 pub mod json;
 pub mod mcp;

@@ -18,6 +18,26 @@ fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
+/// Which root filesystems a run can have here: the host's, and the images in the store of
+/// the default state root.
+fn roots() -> String {
+    let state = crate::workspace::state_root::default_root();
+    let images = crate::image::Store::existing(&state)
+        .and_then(|s| s.list().ok())
+        .unwrap_or_default();
+    let names: Vec<&str> = images.iter().map(|r| r.name.as_str()).collect();
+    format!(
+        "root filesystems            host (read-only system paths); {} image(s) in {}{}",
+        names.len(),
+        state.join("images").display(),
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", names.join(", "))
+        }
+    )
+}
+
 pub fn run(args: DoctorArgs) -> Result<i32, Error> {
     let report = Doctor::run();
     let mut out = std::io::stdout().lock();
@@ -57,6 +77,7 @@ pub fn run(args: DoctorArgs) -> Result<i32, Error> {
                 "cgroup v1 controllers       {}",
                 report.cgroup_v1_controllers.join(" ")
             ),
+            roots(),
             String::new(),
             "policy      can run   missing (required)               not applied here (best effort)"
                 .into(),

@@ -58,6 +58,10 @@ pub enum Error {
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
     #[error(transparent)]
+    ImageImport(#[from] crate::image::ImportError),
+    #[error(transparent)]
+    ImageStore(#[from] crate::image::StoreError),
+    #[error(transparent)]
     StateRoot(#[from] crate::workspace::state_root::StateRootError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),

@@ -27,6 +27,9 @@ pub struct ExecArgs {
     /// Copy the changed files out to this (new or empty) directory after the run.
     #[arg(long, value_name = "OUT")]
     pub keep_changes: Option<PathBuf>,
+    /// Run over this image's root filesystem (see `envcraft image`) instead of the host's.
+    #[arg(long, value_name = "NAME")]
+    pub image: Option<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -40,6 +43,15 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             source,
         }
     })?;
+    let state_root = crate::workspace::state_root::open(None)?;
+    let image = match &args.image {
+        Some(name) => {
+            let store = crate::image::Store::open(&state_root)?;
+            let record = store.image(name)?;
+            Some(sandbox::image_root::ImageRoot::of(&store, &record))
+        }
+        None => None,
+    };
     let request = Request {
         layers: vec![workspace],
         binds: Vec::new(),
@@ -47,6 +59,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         timeout_secs: args.timeout,
         host_env: std::env::vars().collect(),
         without_namespaces: false,
+        image,
     };
     let options = RunOptions {
         output: if args.json {
@@ -58,7 +71,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         keep_changes: args.keep_changes,
         // Only the JSON outcome shows them.
         read_changes: args.json,
-        state_root: crate::workspace::state_root::open(None)?,
+        state_root,
     };
     let outcome = sandbox::execute(&policy, &request, &options)?;
     if args.json {

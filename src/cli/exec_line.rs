@@ -82,6 +82,7 @@ pub fn read(argv: &[OsString]) -> Option<Cli> {
             timeout,
             json,
             keep_changes,
+            image: None,
             command,
         }),
     })

@@ -6,6 +6,7 @@ mod doctor;
 pub mod error;
 mod exec;
 mod exec_line;
+mod image;
 mod import;
 mod manifest;
 mod mcp;
@@ -65,6 +66,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Serve one session of a task over MCP on stdin/stdout, for an agent harness.
     Mcp(mcp::McpArgs),
+    /// Manage the images a task's root filesystem can come from (import, ls, inspect, rm, gc).
+    #[command(subcommand)]
+    Image(image::ImageCommand),
 }
 
 impl Cli {
@@ -92,6 +96,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Import(args) => import::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Image(command) => image::run(command),
     }
 }
 

@@ -11,7 +11,7 @@
 //! | 2 | init | make `/` private (recursive), before `Start` in step 1 | no mount made below may propagate to the host; it needs neither the plan nor a uid/gid map, so it overlaps the parent's planning |
 //! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), the files that name the machine with the policy's values (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
 //! | 4 | init | bind each template layer read-only at `lowerN` (or attach the idmapped tree envcraft made of it, see [`super::idmap`]); their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against; an idmapped layer shows its root-owned files as the sandbox's root's while the sandbox's root is no host root |
-//! | 5 | init | root tmpfs and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
+//! | 5 | init | root tmpfs (or, from an image, a read-only bind of the store's layers and their overlay, see [`super::image_root`]) and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer fd to the parent | the parent reads the upper layer after the sandbox is gone |
 //! | 7 | init | hostname (set in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the helper needs neither the plan nor a uid/gid map: it overlaps the parent's planning and steps 1-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
@@ -314,6 +314,14 @@ fn make_scratch(init: &Init) -> Result<(), StepError> {
     for d in ["upper", "work"] {
         fs::create_dir(layer.join(d)).step("create the upper layer")?;
     }
+    if plan.image.is_some() {
+        // The image root's own upper layer (its mountpoints only: `/` is read-only from step
+        // 9 on), and where the store's layers are bound.
+        for d in ["rootup", "rootwork"] {
+            fs::create_dir(layer.join(d)).step("create the image root's layer")?;
+        }
+        fs::create_dir(dirs.base.join("image")).step("create the mountpoints")?;
+    }
     fs::write(dirs.mask_file(), b"").step("create the mask file")?;
     fs::DirBuilder::new()
         .mode(0o000)
@@ -397,14 +405,17 @@ fn bind_template(init: &mut Init) -> Result<(), StepError> {
 /// and must precede pivot_root while the host's /proc is still visible to the kernel's check).
 fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
     let root = init.dirs.root();
-    mount(
-        Some("envcraft-root"),
-        &root,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("size=1m,mode=0755"),
-    )
-    .step("mount the root tmpfs")?;
+    match &init.plan.image {
+        Some(image) => super::mounts::mount_image_root(&init.dirs, image)?,
+        None => mount(
+            Some("envcraft-root"),
+            &root,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("size=1m,mode=0755"),
+        )
+        .step("mount the root tmpfs")?,
+    }
     let seed = seed_path(init);
     let seed = seed.as_ref().map(|(path, kind)| (path.as_path(), *kind));
     let (plan, dirs) = (&*init.plan, &init.dirs);

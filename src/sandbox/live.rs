@@ -805,6 +805,7 @@ mod tests {
                 timeout_secs: None,
                 host_env: Vec::new(),
                 without_namespaces: false,
+                image: None,
             };
             let facts = HostFacts::read();
             let owner = nix::unistd::geteuid().as_raw();

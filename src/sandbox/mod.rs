@@ -28,6 +28,7 @@ pub mod channel;
 pub mod child;
 pub mod command;
 mod idmap;
+pub mod image_root;
 pub mod landlock;
 pub mod live;
 pub mod maker;
@@ -203,6 +204,9 @@ pub struct Enforced {
     /// and someone else's template), the template's files are read-only inside unless their
     /// mode lets anyone write them.
     pub template_owner_mapped: bool,
+    /// Which root filesystem the run had: `host` (the host's read-only system paths) or
+    /// `image NAME@ID` (an image's layers, see `image_root`).
+    pub root: String,
 }
 
 /// The result of one run.
@@ -442,5 +446,9 @@ pub fn enforced(sandbox: &Sandbox) -> Enforced {
         template_owner_mapped: plan.uid_mapping == UidMapping::Idmapped
             || plan.template_owner == (plan.uid, plan.gid)
             || !ns,
+        root: match &plan.image {
+            Some(image) => format!("image {}@{}", image.name, image.id),
+            None => "host".to_string(),
+        },
     }
 }

@@ -188,7 +188,9 @@ pub(super) fn apply_mount(
             // the system has only python3: /.envcraft/bin is on the verifier policy's PATH.
             let bin = below(root, Path::new(COMPAT_BIN));
             fs::create_dir_all(&bin).step("create /.envcraft/bin")?;
-            if !Path::new("/usr/bin/python").exists() && Path::new("/usr/bin/python3").exists() {
+            // Judged in the new root (the host's binds, or an image), links not followed.
+            let inside = |p: &str| below(root, Path::new(p)).symlink_metadata().is_ok();
+            if !inside("/usr/bin/python") && inside("/usr/bin/python3") {
                 std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python"))
                     .step("link python to python3")?;
             }
@@ -228,4 +230,40 @@ pub(super) fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
     let shm = dev.join("shm");
     fs::create_dir(&shm).step("create /dev/shm")?;
     tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
+}
+
+/// Step 5, from an image: the store's layers directory bound read-only at `image` in the state
+/// directory, and the root an overlay of the image's layers (topmost first) with an upper
+/// layer of its own in the layer tmpfs (for the mountpoints; `/` is made read-only at step 9).
+/// `userxattr`: the layers' whiteouts and opaque directories are the `user.overlay` ones the
+/// unpacker made. Paths are relative to the state directory (the store's may hold `,` or `:`).
+pub(super) fn mount_image_root(
+    dirs: &StateDirs,
+    image: &super::image_root::ImageRoot,
+) -> Result<(), StepError> {
+    let lowerdir = image.lowerdir();
+    if lowerdir.len() > 3900 {
+        // mount(2) takes its options in one page.
+        return Err(super::child::fail(
+            "mount the image's root",
+            format!(
+                "image {} has {} layers, more than one overlay mount can name (about 50): flatten it (e.g. `skopeo copy` through a squashing tool) or rebuild it with fewer layers",
+                image.name,
+                image.layers.len()
+            ),
+        ));
+    }
+    bind(&image.layers_dir, &dirs.base.join("image"), true).step("bind the image's layers")?;
+    nix::unistd::chdir(&dirs.base).step("enter the state directory")?;
+    let opts =
+        format!("lowerdir={lowerdir},upperdir=layer/rootup,workdir=layer/rootwork,userxattr");
+    let mounted = mount(
+        Some("envcraft-image"),
+        "root",
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts.as_str()),
+    );
+    nix::unistd::chdir("/").step("leave the state directory")?;
+    mounted.step(&format!("mount the root of image {}", image.name))
 }

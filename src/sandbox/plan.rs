@@ -106,6 +106,8 @@ pub struct Request {
     pub host_env: Vec<(String, String)>,
     /// Run without namespaces (Landlock + seccomp + rlimits on a copied workspace).
     pub without_namespaces: bool,
+    /// The root filesystem from an image instead of the host's system paths.
+    pub image: Option<super::image_root::ImageRoot>,
 }
 
 /// A mount step of the sandbox's root, applied in order below the new root.
@@ -238,6 +240,8 @@ pub struct Plan {
     pub wall_time_secs: u64,
     pub output_bytes: u64,
     pub required: Vec<Protection>,
+    /// The image the root comes from (else the host's read-only system paths).
+    pub image: Option<super::image_root::ImageRoot>,
 }
 
 /// Why no plan can be made.
@@ -255,6 +259,10 @@ pub enum PlanError {
     ZeroTimeout,
     #[error("a workspace needs at least one template directory")]
     NoLayers,
+    #[error(
+        "image `{image}` is a root filesystem, which needs a mount namespace: it cannot be used without namespaces (policy `{policy}`)"
+    )]
+    ImageWithoutNamespaces { image: String, policy: String },
 }
 
 impl Plan {
@@ -269,6 +277,22 @@ impl Plan {
             return Err(PlanError::ZeroTimeout);
         }
         let namespaced = !request.without_namespaces;
+        if let (false, Some(image)) = (namespaced, &request.image) {
+            return Err(PlanError::ImageWithoutNamespaces {
+                image: image.name.clone(),
+                policy: policy.name.clone(),
+            });
+        }
+        // Over an image, what the policy's paths are is the image's, not the host's.
+        let image_stat = |p: &Path| match &request.image {
+            Some(image) => image.stat(p),
+            None => (host.stat)(p),
+        };
+        let image_host = Host {
+            stat: &image_stat,
+            ..*host
+        };
+        let host = &image_host;
         if !namespaced {
             let required_ns = policy
                 .protections
@@ -369,6 +393,18 @@ impl Plan {
             // executor fills this in once the copy exists.
             PathBuf::new()
         };
+        let mut env = environment(policy, &request.host_env, &workspace);
+        let mut search_path: Vec<PathBuf> = policy
+            .environment
+            .path
+            .split(':')
+            .map(PathBuf::from)
+            .collect();
+        if let Some(image) = &request.image
+            && let Some(path) = super::image_root::merge_env(&mut env, image)
+        {
+            search_path = path;
+        }
         Ok(Plan {
             policy_name: policy.name.clone(),
             namespaced,
@@ -388,17 +424,13 @@ impl Plan {
             seccomp,
             rlimits,
             cgroup,
-            env: environment(policy, &request.host_env, &workspace),
+            env,
             argv: request.argv.clone(),
-            search_path: policy
-                .environment
-                .path
-                .split(':')
-                .map(PathBuf::from)
-                .collect(),
+            search_path,
             wall_time_secs: request.timeout_secs.unwrap_or(limits.wall_time_secs),
             output_bytes: limits.output_bytes,
             required: policy.protections.required.clone(),
+            image: request.image.clone(),
         })
     }
 }
@@ -427,21 +459,30 @@ fn namespaced_root(
     // covered by the tmpfs.
     let mut binds = Vec::new();
     let mut bound: Vec<PathBuf> = Vec::new();
+    // Over an image, its root holds these paths already: they are granted, not bound; and
+    // the whole image may be read (its /opt, /app, /var): nothing of the host's is in the
+    // sandbox's mount namespace but what is mounted over it below, each with its own rule.
+    let from_image = request.image.is_some();
+    if from_image {
+        landlock.read_exec.push(PathBuf::from("/"));
+    }
     for path in &fs.read_only {
         match (host.stat)(path) {
             entry @ (HostEntry::Dir | HostEntry::File) => {
-                binds.push(MountStep::BindReadOnly {
-                    path: path.clone(),
-                    dir: entry == HostEntry::Dir,
-                });
+                if !from_image {
+                    binds.push(MountStep::BindReadOnly {
+                        path: path.clone(),
+                        dir: entry == HostEntry::Dir,
+                    });
+                }
                 landlock.read_exec.push(path.clone());
                 bound.push(path.clone());
             }
-            HostEntry::Symlink(target) => binds.push(MountStep::Symlink {
+            HostEntry::Symlink(target) if !from_image => binds.push(MountStep::Symlink {
                 path: path.clone(),
                 target,
             }),
-            HostEntry::Missing | HostEntry::Special => {}
+            HostEntry::Symlink(_) | HostEntry::Missing | HostEntry::Special => {}
         }
     }
     let home = &policy.environment.home;
@@ -479,7 +520,8 @@ fn namespaced_root(
         }
     }
     let root_ids = ids.0 == 0 || ids.1 == 0;
-    if root_ids {
+    // An image's files are the image's, not the host's: none of them is a host secret.
+    if root_ids && !from_image {
         mounts.extend(private_masks(policy, host, &bound, ids, &mounts));
     }
     for (path, content) in identity {
@@ -795,6 +837,7 @@ mod tests {
                 ("TERM".into(), "xterm".into()),
             ],
             without_namespaces: false,
+            image: None,
         }
     }
 

@@ -47,6 +47,13 @@ pub enum SessionError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("environment {env} runs over image {image:?}")]
+    Image {
+        env: String,
+        image: String,
+        #[source]
+        source: Box<crate::image::StoreError>,
+    },
     #[error("the sandbox did not hand over its workspace")]
     NoWorkspace,
     #[error("cannot duplicate the workspace descriptor")]
@@ -190,6 +197,19 @@ impl Session {
             layers.push(files.clone());
         }
         layers.push(env.files.clone());
+        let image = match &env.image {
+            Some(name) => {
+                let err = |source| SessionError::Image {
+                    env: env.name.clone(),
+                    image: name.clone(),
+                    source: Box::new(source),
+                };
+                let store = crate::image::Store::open(&options.state_root).map_err(err)?;
+                let record = store.image(name).map_err(err)?;
+                Some(sandbox::image_root::ImageRoot::of(&store, &record))
+            }
+            None => None,
+        };
         let request = Request {
             layers,
             binds,
@@ -197,6 +217,7 @@ impl Session {
             timeout_secs: None,
             host_env: std::env::vars().collect(),
             without_namespaces: false,
+            image,
         };
         let sandbox = sandbox::start(&policy, &request, &options.state_root)?;
         let base_unix = options

@@ -17,6 +17,7 @@
 //! skills = ["word-count"]                # default: none; needs the `skill` tool
 //! base_time = "2026-03-02T09:00:00Z"     # RFC 3339 with an offset; the clock at action 0
 //! time_step_secs = 60                    # seconds per action; 0 freezes the clock
+//! image = "office"                       # default: the host's root; an image of `envcraft image`
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -100,6 +101,10 @@ pub struct EnvSpec {
     pub docs: String,
     /// `dir/files`: the initial workspace.
     pub files: PathBuf,
+    /// The image whose root filesystem sessions run over (`envcraft image ls`), instead of
+    /// the host's read-only system paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +121,8 @@ struct RawEnv {
     base_time: Spanned<toml::Value>,
     #[serde(default)]
     time_step_secs: Option<Spanned<i64>>,
+    #[serde(default)]
+    image: Option<Spanned<String>>,
 }
 
 impl EnvSpec {
@@ -306,6 +313,28 @@ impl EnvSpec {
             .into());
         }
 
+        let image = match &raw.image {
+            None => None,
+            Some(image) => {
+                let v = image.get_ref();
+                let ok = !v.is_empty()
+                    && v.len() <= 255
+                    && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._:/@+-".contains(c));
+                if !ok {
+                    return Err(check
+                        .invalid(
+                            "image",
+                            image.span(),
+                            format!("is {v:?}"),
+                            "an image name as `envcraft image ls` lists them: 1 to 255 letters, digits and `._:/@+-`, starting with a letter or a digit",
+                        )
+                        .into());
+                }
+                Some(v.clone())
+            }
+        };
         let env = EnvSpec {
             name: name.clone(),
             description,
@@ -317,6 +346,7 @@ impl EnvSpec {
             dir,
             docs,
             files,
+            image,
         };
         if let Err(source) = env.load_policy() {
             let line = raw

@@ -32,6 +32,12 @@ pub enum GraderError {
     Seal(#[source] std::io::Error),
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error("the grader runs over the environment's image {image:?}")]
+    Image {
+        image: String,
+        #[source]
+        source: Box<crate::image::StoreError>,
+    },
 }
 
 /// Run `task`'s grader command in a sandbox of its own under the `verifier` policy, over the
@@ -78,6 +84,19 @@ pub fn run_grader(
     let mut all_layers = vec![top];
     all_layers.extend(layers);
     let policy = Policy::bundled("verifier")?;
+    // The grader sees the root the agent saw: the environment's image, when it names one.
+    let image = match &task.env.image {
+        Some(name) => {
+            let err = |source| GraderError::Image {
+                image: name.clone(),
+                source: Box::new(source),
+            };
+            let store = crate::image::Store::open(state_root).map_err(err)?;
+            let record = store.image(name).map_err(err)?;
+            Some(sandbox::image_root::ImageRoot::of(&store, &record))
+        }
+        None => None,
+    };
     let request = Request {
         layers: all_layers,
         binds: vec![(session, PathBuf::from("/.envcraft/session"))],
@@ -85,6 +104,7 @@ pub fn run_grader(
         timeout_secs: None,
         host_env: Vec::new(),
         without_namespaces: false,
+        image,
     };
     let timeout = Duration::from_secs(task.verifier.timeout_secs);
     let result = sandbox::start(&policy, &request, state_root).and_then(|mut grader| {

@@ -1,0 +1,142 @@
+//! `envcraft image import|ls|inspect|rm|gc`: the image store under the state root.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::error::Error;
+use super::task_args::StateDir;
+use crate::image::{Limits, Store};
+
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Import an OCI image layout (a directory or a tar of one) or a docker-archive.
+    Import(ImportArgs),
+    /// List the images in the store.
+    Ls(LsArgs),
+    /// Print an image's record (id, layers, config) as JSON.
+    Inspect(NameArgs),
+    /// Remove an image's name (its layers stay until `gc`).
+    Rm(NameArgs),
+    /// Remove every layer no image uses, and what interrupted imports left.
+    Gc(LsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The image: an OCI layout directory, an OCI archive, or a docker-archive (file or directory).
+    pub source: PathBuf,
+    /// The name to give it (default: the name the image carries, else the file's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// SOURCE is a tar (plain, gzip or zstd) of a root filesystem (`mmdebstrap ... rootfs.tar`),
+    /// imported as a one-layer image.
+    #[arg(long)]
+    pub rootfs: bool,
+    /// Refuse a layer that expands to more than this many bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_layer_bytes: Option<u64>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub state_dir: StateDir,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The image's name.
+    pub name: String,
+    #[command(flatten)]
+    pub state_dir: StateDir,
+}
+
+fn store(state_dir: &StateDir) -> Result<Store, Error> {
+    let root = crate::workspace::state_root::open(state_dir.path.clone())?;
+    Ok(Store::open(&root)?)
+}
+
+fn print(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(Error::Output)
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+pub fn run(command: ImageCommand) -> Result<i32, Error> {
+    match command {
+        ImageCommand::Import(args) => {
+            let store = store(&args.state_dir)?;
+            let mut limits = Limits::default();
+            if let Some(max) = args.max_layer_bytes {
+                limits.max_bytes = max;
+            }
+            let import = if args.rootfs {
+                crate::image::import_rootfs
+            } else {
+                crate::image::import
+            };
+            let imported = import(&store, &args.source, args.name.as_deref(), limits)?;
+            let r = &imported.record;
+            print(&format!(
+                "imported {} ({}, {} layers, {} bytes)\n",
+                r.name,
+                r.id,
+                r.layers.len(),
+                r.bytes
+            ))?;
+        }
+        ImageCommand::Ls(args) => {
+            let images = store(&args.state_dir)?.list()?;
+            if args.json {
+                print(&json(&images))?;
+            } else {
+                let mut text = format!(
+                    "{:<32} {:<19} {:>6} {:>12}\n",
+                    "NAME", "ID", "LAYERS", "BYTES"
+                );
+                for r in &images {
+                    text.push_str(&format!(
+                        "{:<32} {:<19} {:>6} {:>12}\n",
+                        r.name,
+                        &r.id.to_string()[..19],
+                        r.layers.len(),
+                        r.bytes
+                    ));
+                }
+                print(&text)?;
+            }
+        }
+        ImageCommand::Inspect(args) => {
+            let record = store(&args.state_dir)?.image(&args.name)?;
+            print(&json(&record))?;
+        }
+        ImageCommand::Rm(args) => {
+            let record = store(&args.state_dir)?.remove(&args.name)?;
+            print(&format!("removed {} ({})\n", record.name, record.id))?;
+        }
+        ImageCommand::Gc(args) => {
+            let report = store(&args.state_dir)?.gc()?;
+            if args.json {
+                print(&json(&report))?;
+            } else {
+                print(&format!(
+                    "removed {} layers and {} partial imports; {} layers kept\n",
+                    report.layers_removed, report.partial_removed, report.layers_kept
+                ))?;
+            }
+        }
+    }
+    Ok(0)
+}
