@@ -216,7 +216,7 @@ def run_one(binary, n):
         print(f"bench/server.py: cannot raise the descriptor limit to {nofile} here "
               f"(hard limit {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}): the server plans within it",
               file=sys.stderr)
-    log_path = os.path.join(state, "..", os.path.basename(state) + ".log")
+    log_path = state + ".log"
     log = open(log_path, "a")
     server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
                               env={**os.environ, "ENVCRAFT_LOG": "info,envcraft=info"})
