@@ -7,7 +7,7 @@ HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
-.PHONY: all build run test lint bench clean
+.PHONY: all build run test lint bench fuzz clean
 
 all: build
 
@@ -49,6 +49,15 @@ bench: build
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
+
+# Coverage-guided fuzzing of every parser an outsider feeds (docs/fuzzing.md): the fuzzers of
+# fuzz/ (cargo-fuzz, nightly Rust), each run for FUZZ_SECONDS (default 20, four minutes in
+# all), one at a time; the table of executions, panics and hangs goes to bench/results.md.
+FUZZ_BIN := fuzz/target/$(HOST_TUPLE)/release
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	$(CARGO) +nightly fuzz build --sanitizer none --debug-assertions
+	python3 bench/fuzz.py $(FUZZ_BIN) bench/results.md
 
 clean:
 	$(CARGO) clean

@@ -15,10 +15,10 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::error::ApiError;
 use super::registry::{Locked, close_entry};
+use super::requests::{CallRequest, CreateRequest};
 use crate::session::{Session, SessionError};
 use crate::spec::is_plain_name;
 use crate::spec::task::TaskSpec;
-use crate::spec::time::Timestamp;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -35,49 +35,7 @@ fn object(
         }
         Err(_) => return Err(ApiError::bad_request("the request body could not be read")),
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        )),
-        Err(e) => Err(ApiError::bad_request(format!(
-            "the request body is not valid JSON: {e}"
-        ))),
-    }
-}
-
-/// `bad_request` for a field not in `known`.
-fn no_unknown_fields(map: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(format!(
-            "unknown field `{}`: expected {}",
-            k.chars().take(64).collect::<String>(),
-            known
-                .iter()
-                .map(|k| format!("`{k}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// A string field: `missing_field` when absent, `bad_request` when not a string.
-fn string_field<'a>(
-    map: &'a Map<String, Value>,
-    field: &str,
-    needs: &str,
-) -> Result<&'a str, ApiError> {
-    match map.get(field) {
-        None | Some(Value::Null) => Err(ApiError::missing_field(field, needs)),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ApiError::bad_request(format!(
-            "field `{field}` must be a string: {needs}"
-        ))),
-    }
+    super::requests::object(&bytes)
 }
 
 /// Run `work` on a blocking thread; a panic there is an internal error.
@@ -243,35 +201,11 @@ pub async fn create(
         return Err(ApiError::draining());
     }
     let map = object(&state, body)?;
-    no_unknown_fields(&map, &["task", "base_time", "seed"])?;
-    let task_value = match map.get("task") {
-        None | Some(Value::Null) => {
-            return Err(ApiError::missing_field(
-                "task",
-                "the task to run, as ENV/ID (GET /v1/tasks lists them) or an inline task object",
-            ));
-        }
-        Some(value) => value.clone(),
-    };
-    let base_time = match map.get("base_time") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(
-            Timestamp::parse_rfc3339(text)
-                .map_err(|e| ApiError::bad_request(format!("field `base_time`: {e}")))?
-                .unix_seconds(),
-        ),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "field `base_time` must be an RFC 3339 string",
-            ));
-        }
-    };
-    let seed = match map.get("seed") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64().ok_or_else(|| {
-            ApiError::bad_request("field `seed` must be an integer from 0 to 2^64-1")
-        })?),
-    };
+    let CreateRequest {
+        task: task_value,
+        base_time,
+        seed,
+    } = CreateRequest::parse(&map)?;
     let slot_state = state.clone();
     let response = blocking(move || -> Result<Value, ApiError> {
         let state = slot_state;
@@ -317,17 +251,7 @@ pub async fn call(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let map = object(&state, body)?;
-    no_unknown_fields(&map, &["tool", "args"])?;
-    let tool = string_field(&map, "tool", "the name of the tool to call")?.to_string();
-    let args = match map.get("args") {
-        None | Some(Value::Null) => json!({}),
-        Some(Value::Object(o)) => Value::Object(o.clone()),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "field `args` must be a JSON object of the tool's arguments",
-            ));
-        }
-    };
+    let CallRequest { tool, args } = CallRequest::parse(&map)?;
     let entry = state.registry.get(&id)?;
     let mut locked = entry.lock(state.config.lock_wait).await?;
     open(&mut locked)?;

@@ -24,6 +24,7 @@ pub mod inline;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
+pub mod requests;
 pub mod resume;
 pub mod routes;
 

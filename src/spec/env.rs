@@ -118,41 +118,35 @@ struct RawEnv {
     time_step_secs: Option<Spanned<i64>>,
 }
 
-impl EnvSpec {
-    /// Load and validate the environment in `dir` (`env.toml`, `docs.md`, `files/`).
-    pub fn load(dir: impl AsRef<Path>) -> Result<EnvSpec, EnvError> {
-        let given = dir.as_ref();
-        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
-        let file = dir.join("env.toml");
-        if !file.is_file() {
-            return Err(EnvError::NotAnEnvironment { dir });
-        }
-        let text = located::read_text(&file)?;
-        let toml = TomlFile {
-            path: &file,
-            text: &text,
-        };
-        let raw: RawEnv = toml.parse().map_err(|p| FileError::syntax(&file, p))?;
+/// What `env.toml` says, checked: everything of an environment that its text alone decides
+/// (the loader then checks it against the directory: its name, `docs.md`, `files/`, the
+/// policy's file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvToml {
+    pub name: String,
+    /// The line of `name`, for the loader's check against the directory's name.
+    pub name_line: usize,
+    pub description: String,
+    pub policy: String,
+    /// The line of `policy` (0 when it is left out), for the loader's check that it loads.
+    pub policy_line: usize,
+    pub tools: Vec<String>,
+    pub skills: Vec<String>,
+    pub base_time: Timestamp,
+    pub time_step_secs: u64,
+}
+
+impl EnvToml {
+    /// Parse and check the text of `file`, an `env.toml` (nothing is read from disk).
+    pub fn parse(file: &Path, text: &str) -> Result<EnvToml, EnvError> {
+        let toml = TomlFile { path: file, text };
+        let raw: RawEnv = toml.parse().map_err(|p| FileError::syntax(file, p))?;
         let check = Check { toml: &toml };
 
         let name = raw.name.get_ref();
         if !located::is_plain_name(name) {
             return Err(check
                 .invalid("name", raw.name.span(), format!("is `{name}`"), PLAIN_NAME)
-                .into());
-        }
-        let dir_name = located::dir_name(&dir);
-        if dir_name.as_deref() != Some(name.as_str()) {
-            return Err(check
-                .invalid(
-                    "name",
-                    raw.name.span(),
-                    format!(
-                        "is `{name}` but the directory is `{}`",
-                        dir_name.unwrap_or_default()
-                    ),
-                    "the environment's directory name, so that `ENV/TASK_ID` finds it",
-                )
                 .into());
         }
         let description = check.non_empty("description", &raw.description)?;
@@ -274,6 +268,60 @@ impl EnvSpec {
             }
         };
 
+        Ok(EnvToml {
+            name: name.clone(),
+            name_line: toml.line(&raw.name.span()),
+            description,
+            policy,
+            policy_line: raw
+                .policy
+                .as_ref()
+                .map(|p| toml.line(&p.span()))
+                .unwrap_or(0),
+            tools,
+            skills,
+            base_time,
+            time_step_secs,
+        })
+    }
+}
+
+impl EnvSpec {
+    /// Load and validate the environment in `dir` (`env.toml`, `docs.md`, `files/`).
+    pub fn load(dir: impl AsRef<Path>) -> Result<EnvSpec, EnvError> {
+        let given = dir.as_ref();
+        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
+        let file = dir.join("env.toml");
+        if !file.is_file() {
+            return Err(EnvError::NotAnEnvironment { dir });
+        }
+        let text = located::read_text(&file)?;
+        let EnvToml {
+            name,
+            name_line,
+            description,
+            policy,
+            policy_line,
+            tools,
+            skills,
+            base_time,
+            time_step_secs,
+        } = EnvToml::parse(&file, &text)?;
+        let dir_name = located::dir_name(&dir);
+        if dir_name.as_deref() != Some(name.as_str()) {
+            return Err(FileError::Invalid {
+                file: file.clone(),
+                key: "name".into(),
+                line: name_line,
+                problem: format!(
+                    "is `{name}` but the directory is `{}`",
+                    dir_name.unwrap_or_default()
+                ),
+                expected: "the environment's directory name, so that `ENV/TASK_ID` finds it".into(),
+            }
+            .into());
+        }
+
         let docs_path = dir.join("docs.md");
         if !docs_path.is_file() {
             return Err(FileError::Layout {
@@ -307,7 +355,7 @@ impl EnvSpec {
         }
 
         let env = EnvSpec {
-            name: name.clone(),
+            name,
             description,
             policy,
             tools,
@@ -319,14 +367,9 @@ impl EnvSpec {
             files,
         };
         if let Err(source) = env.load_policy() {
-            let line = raw
-                .policy
-                .as_ref()
-                .map(|p| toml.line(&p.span()))
-                .unwrap_or(0);
             return Err(EnvError::Policy {
                 file: env.env_toml(),
-                line,
+                line: policy_line,
                 policy: env.policy,
                 source: Box::new(source),
             });
