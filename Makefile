@@ -23,7 +23,7 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
 	ENVCRAFT_BIN=$(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
@@ -32,6 +32,11 @@ test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ra
 $(PYVENV)/.ready:
 	python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/python -m pip install -q pytest
+	touch $@
+
+# schemathesis drives the served OpenAPI document (tests/python/test_schemathesis.py).
+$(PYVENV)/.schemathesis: $(PYVENV)/.ready
+	$(PYVENV)/bin/python -m pip install -q 'schemathesis>=4.3,<5'
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready

@@ -3,6 +3,8 @@
 //! entry in `envcraft::fuzz_targets`, each on its own thread, and must return without a panic
 //! within a time bound (libFuzzer's `-timeout`, which `make fuzz` passes, is the same).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -117,7 +117,7 @@ impl DataEntry {
             problem,
             expected: expected.to_string(),
         };
-        let entry: Value = serde_json::from_str(&text).map_err(|e| ImportError::Format {
+        let entry: Value = serde_json::from_str(text).map_err(|e| ImportError::Format {
             path: entry_path.to_path_buf(),
             line: Some(e.line()),
             problem: e.to_string(),
