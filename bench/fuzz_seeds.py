@@ -26,8 +26,8 @@ PATCHES = [
 ]
 
 HTTP_CREATE = [
-    {"task": "example/hello-file"},
-    {"task": "hello/greet", "base_time": "2026-03-01T09:00:00Z", "seed": 7},
+    {"task": "example/archive-read-mail"},
+    {"task": "example/extract-todos", "base_time": "2026-03-01T09:00:00Z", "seed": 7},
     {"task": {"env": "example", "prompt": "Write hi to out.txt",
               "verifier": {"kind": "manifest", "extra": "allow"},
               "files": {"notes/todo.txt": "do it\n"},
