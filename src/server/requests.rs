@@ -135,3 +135,66 @@ impl CallRequest {
         Ok(CallRequest { tool, args })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_body_that_is_no_json_object_is_a_bad_request_and_white_space_is_empty() {
+        assert_eq!(object(b" \n\t").unwrap(), Map::new());
+        for body in [&b"[1]"[..], b"\"task\"", b"{\"task\":", b"\xff"] {
+            assert_eq!(
+                object(body).unwrap_err().category,
+                "bad_request",
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn create_names_the_field_that_is_wrong() {
+        let parse = |text: &str| CreateRequest::parse(&object(text.as_bytes()).unwrap());
+        let ok = parse(r#"{"task": "example/t", "base_time": "2026-01-02T03:04:05Z", "seed": 7}"#)
+            .unwrap();
+        assert_eq!(ok.task, json!("example/t"));
+        assert_eq!((ok.base_time, ok.seed), (Some(1_767_323_045), Some(7)));
+        for (body, category, field) in [
+            ("{}", "missing_field", "`task`"),
+            (r#"{"task": 3}"#, "bad_request", "`task`"),
+            (
+                r#"{"task": "a/b", "base_time": 5}"#,
+                "bad_request",
+                "`base_time`",
+            ),
+            (
+                r#"{"task": "a/b", "base_time": "yesterday"}"#,
+                "bad_request",
+                "`base_time`",
+            ),
+            (r#"{"task": "a/b", "seed": -1}"#, "bad_request", "`seed`"),
+            (r#"{"task": "a/b", "extra": 1}"#, "bad_request", "`extra`"),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert_eq!(e.category, category, "{body}");
+            assert!(e.message.contains(field), "{body}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn call_takes_a_tool_name_and_an_object_of_arguments() {
+        let parse = |text: &str| CallRequest::parse(&object(text.as_bytes()).unwrap());
+        let ok = parse(r#"{"tool": "read"}"#).unwrap();
+        assert_eq!((ok.tool.as_str(), ok.args), ("read", json!({})));
+        for (body, category) in [
+            ("{}", "missing_field"),
+            (r#"{"tool": 1}"#, "bad_request"),
+            (r#"{"tool": "read", "args": [1]}"#, "bad_request"),
+            (r#"{"tool": "read", "argz": {}}"#, "bad_request"),
+        ] {
+            assert_eq!(parse(body).unwrap_err().category, category, "{body}");
+        }
+    }
+}
