@@ -110,10 +110,10 @@ def main():
     seconds = int(os.environ.get("FUZZ_SECONDS", "20"))
     rss_mb = int(os.environ.get("FUZZ_RSS_MB", "2048"))
     started = datetime.datetime.now(datetime.timezone.utc)
-    rows = [run(binary_dir, t, seconds, rss_mb) for t in targets()]
     commit = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    rows = [run(binary_dir, t, seconds, rss_mb) for t in targets()]
     out = [
         f"### Fuzzing ({started:%Y-%m-%d %H:%M} UTC, {seconds} s per target, at {commit})",
         "",
