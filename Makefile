@@ -7,7 +7,7 @@ HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 
-.PHONY: all build run test lint bench soak clean image-debian
+.PHONY: all build run test lint bench soak fuzz clean image-debian
 
 all: build
 
@@ -23,7 +23,7 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
 	ENVCRAFT_BIN=$(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
@@ -32,6 +32,11 @@ test: $(PYVENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ra
 $(PYVENV)/.ready:
 	python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/python -m pip install -q pytest 'openenv-core>=0.3,<0.4' 'mcp>=2.3,<3'
+	touch $@
+
+# schemathesis drives the served OpenAPI document (tests/python/test_schemathesis.py).
+$(PYVENV)/.schemathesis: $(PYVENV)/.ready
+	$(PYVENV)/bin/python -m pip install -q 'schemathesis>=4.3,<5'
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready
@@ -66,6 +71,15 @@ bench: build
 SOAK_SECS ?= 1800
 soak: build
 	python3 bench/soak.py $(ENVCRAFT) bench/results.md --duration $(SOAK_SECS)
+
+# Coverage-guided fuzzing of every parser an outsider feeds (docs/fuzzing.md): the fuzzers of
+# fuzz/ (cargo-fuzz, nightly Rust), each run for FUZZ_SECONDS (default 20, four minutes in
+# all), one at a time; the table of executions, panics and hangs goes to bench/results.md.
+FUZZ_BIN := fuzz/target/$(HOST_TUPLE)/release
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	$(CARGO) +nightly fuzz build --sanitizer none --debug-assertions
+	python3 bench/fuzz.py $(FUZZ_BIN) bench/results.md
 
 clean:
 	$(CARGO) clean

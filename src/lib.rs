@@ -36,6 +36,8 @@
 //!   server's MCP and OpenEnv endpoints.
 //! - [`server`]: `envcraft serve`, the HTTP API for rollout workers (a thin adapter over
 //!   [`session`]): a registry of sessions, deadlines, auth, metrics, drain on SIGTERM.
+//! - [`fuzz_targets`]: one entry per parser an outsider feeds (TOML, JSON, front matter,
+//!   patches, request bodies), from bytes, shared by `fuzz/` and the regression corpus test.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
 //! - [`error`]: a leaf: an error and its causes as one line (`chain`, and `Chain` for logs).
 //!   The CLI's aggregate error and exit codes are `cli::error`'s.
@@ -44,7 +46,7 @@
 //! own; no cycle):
 //!
 //! ```text
-//! cli
+//! cli, fuzz_targets
 //! server
 //! mcp
 //! audit, import          (import: spec and sys only)
@@ -60,6 +62,7 @@ pub mod audit;
 pub mod cli;
 pub mod clock_shim;
 pub mod error;
+pub mod fuzz_targets;
 pub mod image;
 pub mod import;
 pub mod json;

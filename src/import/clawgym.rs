@@ -96,65 +96,93 @@ pub fn plan_task(dir: &Path) -> Result<EnvPlan, ImportError> {
     plan_task_at(&root, &name, &dir_name(dir))
 }
 
+/// What a ClawGym `data_entry.json` says, checked (the planner then looks at the task's
+/// folder: `reward/`, `input_files/`, the licence).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataEntry {
+    /// `task_id`: a plain name.
+    pub id: String,
+    /// `user_query`, byte for byte.
+    pub prompt: String,
+    /// `metadata`, or null.
+    pub metadata: Value,
+}
+
+impl DataEntry {
+    /// Parse and check `text`, the content of `entry_path` (nothing is read from disk).
+    pub fn parse(entry_path: &Path, text: &str) -> Result<DataEntry, ImportError> {
+        let format_err = |problem: String, expected: &str| ImportError::Format {
+            path: entry_path.to_path_buf(),
+            line: None,
+            problem,
+            expected: expected.to_string(),
+        };
+        let entry: Value = serde_json::from_str(text).map_err(|e| ImportError::Format {
+            path: entry_path.to_path_buf(),
+            line: Some(e.line()),
+            problem: e.to_string(),
+            expected: "a JSON object".into(),
+        })?;
+        let string_field = |key: &str| -> Result<String, ImportError> {
+            match entry.get(key) {
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+                Some(other) => Err(format_err(
+                    format!("`{key}` is {other}"),
+                    "a non-empty string",
+                )),
+                None => Err(format_err(
+                    format!("`{key}` is missing"),
+                    "a non-empty string",
+                )),
+            }
+        };
+        let id = string_field("task_id")?;
+        if !super::is_plain_name(&id) {
+            return Err(ImportError::Unrepresentable {
+                path: entry_path.to_path_buf(),
+                reason: format!(
+                    "task_id `{id}` cannot name a directory (1 to 128 ASCII letters, digits, `-`, `_` or `.`)"
+                ),
+            });
+        }
+        let prompt = string_field("user_query")?;
+        let mount = match entry.get("input_mount_dir") {
+            None => MOUNT_DIR.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(format_err(
+                    format!("`input_mount_dir` is {other}"),
+                    "a path string",
+                ));
+            }
+        };
+        if mount.trim_end_matches('/') != MOUNT_DIR {
+            return Err(ImportError::Unrepresentable {
+                path: entry_path.to_path_buf(),
+                reason: format!(
+                    "the workspace is mounted at `{mount}`; envcraft shows it at /workspace and {MOUNT_DIR} only"
+                ),
+            });
+        }
+        let metadata = entry.get("metadata").cloned().unwrap_or(Value::Null);
+        Ok(DataEntry {
+            id,
+            prompt,
+            metadata,
+        })
+    }
+}
+
 /// Plan the ClawGym task at `dir` below `root`; `task` names it in errors.
 fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, ImportError> {
     let entry_rel = dir.join("data_entry.json");
     let entry_path = root.display(&entry_rel);
     let text = root.read_text(task, &entry_rel, MAX_ENTRY_BYTES)?;
-    let format_err = |problem: String, expected: &str| ImportError::Format {
-        path: entry_path.clone(),
-        line: None,
-        problem,
-        expected: expected.to_string(),
-    };
-    let entry: Value = serde_json::from_str(&text).map_err(|e| ImportError::Format {
-        path: entry_path.clone(),
-        line: Some(e.line()),
-        problem: e.to_string(),
-        expected: "a JSON object".into(),
-    })?;
-    let string_field = |key: &str| -> Result<String, ImportError> {
-        match entry.get(key) {
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-            Some(other) => Err(format_err(
-                format!("`{key}` is {other}"),
-                "a non-empty string",
-            )),
-            None => Err(format_err(
-                format!("`{key}` is missing"),
-                "a non-empty string",
-            )),
-        }
-    };
-    let id = string_field("task_id")?;
-    if !super::is_plain_name(&id) {
-        return Err(ImportError::Unrepresentable {
-            path: entry_path.clone(),
-            reason: format!(
-                "task_id `{id}` cannot name a directory (1 to 128 ASCII letters, digits, `-`, `_` or `.`)"
-            ),
-        });
-    }
-    let prompt = string_field("user_query")?;
-    let mount = match entry.get("input_mount_dir") {
-        None => MOUNT_DIR.to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(format_err(
-                format!("`input_mount_dir` is {other}"),
-                "a path string",
-            ));
-        }
-    };
-    if mount.trim_end_matches('/') != MOUNT_DIR {
-        return Err(ImportError::Unrepresentable {
-            path: entry_path.clone(),
-            reason: format!(
-                "the workspace is mounted at `{mount}`; envcraft shows it at /workspace and {MOUNT_DIR} only"
-            ),
-        });
-    }
-    let metadata = entry.get("metadata").cloned().unwrap_or(Value::Null);
+    let DataEntry {
+        id,
+        prompt,
+        metadata,
+    } = DataEntry::parse(&entry_path, &text)?;
 
     let reward = dir.join("reward");
     match root.probe(task, &reward.join("reward.sh"))? {

@@ -26,7 +26,7 @@ use super::{
     Content, EnvPlan, ImportError, Planned, PlannedFile, docs_md, env_toml, is_inner_path,
     need_notes, prompt_toml, sorted, source_table, unmet_needs,
 };
-use crate::spec::front_matter::{Yaml, parse_document};
+use crate::spec::front_matter::{Document, Yaml, parse_document};
 
 pub const ORIGIN: &str = "PinchBench";
 /// pinchbench/skill's license (its `LICENSE`, copied along when the source has it).
@@ -190,248 +190,286 @@ pub fn plan_task(path: &Path, root: &Path) -> Result<EnvPlan, ImportError> {
     }
 }
 
+/// What a PinchBench task file's text makes: its front matter and sections, and every planned
+/// file that comes from the text alone (the planner then adds the copies from the task's
+/// folder: the file itself, the licence, `workspace_files`).
+#[derive(Debug)]
+pub struct DocumentPlan {
+    pub document: Document,
+    pub env: String,
+    pub id: String,
+    pub files: Vec<PlannedFile>,
+    pub needs: Vec<(String, String)>,
+    pub notes: Vec<String>,
+}
+
+impl DocumentPlan {
+    /// Plan from `text`, the content of the task file `path` (nothing is read from disk).
+    pub fn of(path: &Path, text: &str) -> Result<DocumentPlan, ImportError> {
+        let doc =
+            parse_document(text).map_err(|(line, problem, expected)| ImportError::Format {
+                path: path.to_path_buf(),
+                line,
+                problem,
+                expected,
+            })?;
+        let fail = |problem: String, expected: &str| ImportError::Format {
+            path: path.to_path_buf(),
+            line: None,
+            problem,
+            expected: expected.to_string(),
+        };
+        let fm = &doc.front_matter;
+        let id = match fm.get("id").and_then(Yaml::as_str) {
+            Some(id) if !id.is_empty() => id.to_string(),
+            _ => {
+                return Err(fail(
+                    "the front matter has no `id`".into(),
+                    "`id: task_NN_name`",
+                ));
+            }
+        };
+        if !super::is_plain_name(&id) {
+            return Err(ImportError::Unrepresentable {
+                path: path.to_path_buf(),
+                reason: format!("id `{id}` cannot name a directory"),
+            });
+        }
+        let grading_type = fm
+            .get("grading_type")
+            .and_then(Yaml::as_str)
+            .unwrap_or("automated")
+            .to_string();
+        if !matches!(grading_type.as_str(), "automated" | "llm_judge" | "hybrid") {
+            return Err(fail(
+                format!("`grading_type` is `{grading_type}`"),
+                "automated, llm_judge or hybrid",
+            ));
+        }
+        let timeout_seconds = fm.get("timeout_seconds").and_then(Yaml::as_str);
+
+        // The prompts: `sessions` when there are any (as PinchBench's harness), else `## Prompt`.
+        let mut notes = Vec::new();
+        let mut turns = Vec::new();
+        let mut new_sessions = Vec::new();
+        match fm.get("sessions") {
+            Some(Yaml::Seq(items)) if !items.is_empty() => {
+                for (index, item) in items.iter().enumerate() {
+                    let (prompt, new_session) = match item {
+                        Yaml::Scalar(s) => (s.text.clone(), false),
+                        Yaml::Map(_) => (
+                            item.get("prompt")
+                                .or_else(|| item.get("message"))
+                                .and_then(Yaml::as_str)
+                                .unwrap_or_default()
+                                .to_string(),
+                            item.get("new_session").and_then(Yaml::as_str) == Some("true"),
+                        ),
+                        Yaml::Seq(_) => {
+                            return Err(fail(
+                                format!("`sessions` item {} is a list", index + 1),
+                                "a prompt string or a mapping with `prompt`",
+                            ));
+                        }
+                    };
+                    if prompt.trim().is_empty() {
+                        return Err(ImportError::Unrepresentable {
+                            path: path.to_path_buf(),
+                            reason: format!(
+                                "`sessions` item {} has no prompt; envcraft turns cannot be empty",
+                                index + 1
+                            ),
+                        });
+                    }
+                    if new_session {
+                        new_sessions.push(index + 1);
+                    }
+                    turns.push(prompt);
+                }
+            }
+            _ => match doc.section("Prompt") {
+                Some(p) if !p.trim().is_empty() => turns.push(p.trim().to_string()),
+                _ => {
+                    return Err(fail(
+                        "there is no `## Prompt` section".into(),
+                        "`## Prompt` with the request",
+                    ));
+                }
+            },
+        }
+        if !new_sessions.is_empty() {
+            notes.push(format!(
+            "sessions {new_sessions:?} start a new conversation in PinchBench; envcraft's turns \
+             keep one session (the workspace carries over in both)"
+        ));
+        }
+
+        let rubric = doc
+            .section("LLM Judge Rubric")
+            .map(|r| r.trim().to_string());
+        let code = doc.section("Automated Checks").and_then(grading_code);
+        let judge_weight = match grading_type.as_str() {
+            "automated" => 0.0,
+            "llm_judge" => 1.0,
+            _ => {
+                let weight = |key: &str| {
+                    fm.get("grading_weights")
+                        .and_then(|w| w.get(key))
+                        .and_then(Yaml::as_str)
+                        .and_then(|s| s.parse::<f64>().ok())
+                };
+                let auto = weight("automated").unwrap_or(0.5);
+                let judge = weight("llm_judge").unwrap_or(0.5);
+                if auto + judge > 0.0 {
+                    judge / (auto + judge)
+                } else {
+                    0.5
+                }
+            }
+        };
+        let (verifier_py, needs_judge) = match (grading_type.as_str(), &code) {
+            ("llm_judge", _) => (None, true),
+            (_, Some(code)) => (Some(code.clone()), false),
+            (_, None) => {
+                return Err(fail(
+                    format!(
+                        "grading_type is `{grading_type}` but `## Automated Checks` has no ```python block"
+                    ),
+                    "a ```python block defining grade(transcript, workspace_path)",
+                ));
+            }
+        };
+        if !code.as_deref().is_none_or(|c| c.contains("def grade")) {
+            return Err(fail(
+                "the `## Automated Checks` code defines no grade()".into(),
+                "def grade(transcript, workspace_path) -> dict",
+            ));
+        }
+        if needs_judge {
+            notes.push(
+            "graded by an LLM judge only: the rubric is kept in rubric.md; envcraft's verifier \
+             gives no score without a judge (0, with that reason)"
+                .into(),
+        );
+        } else if grading_type == "hybrid" {
+            notes.push(format!(
+                "hybrid: the reward is the automated part only; PinchBench adds an LLM judge with \
+             weight {judge_weight} (rubric in rubric.md)"
+            ));
+        }
+        if needs_judge || grading_type == "hybrid" {
+            match &rubric {
+                Some(r) if !r.is_empty() => {}
+                _ => {
+                    notes.push("the task is judged but has no `## LLM Judge Rubric` section".into())
+                }
+            }
+        }
+
+        let env = format!("pinchbench-{id}");
+        let task_dir = PathBuf::from("tasks").join(&id);
+        let mut needs = Vec::new();
+        for turn in &turns {
+            for need in unmet_needs(turn) {
+                if !needs.iter().any(|(n, _): &(String, String)| *n == need.0) {
+                    needs.push(need);
+                }
+            }
+        }
+        let mut all_notes = need_notes(&needs);
+        all_notes.extend(notes);
+
+        let mut files = vec![
+            PlannedFile {
+                path: "env.toml".into(),
+                content: Content::Text(env_toml(
+                    &env,
+                    &format!("PinchBench task {id}, imported unchanged"),
+                )),
+            },
+            PlannedFile {
+                path: "docs.md".into(),
+                content: Content::Text(docs_md(ORIGIN, &id, LICENSE, &all_notes)),
+            },
+            PlannedFile {
+                path: task_dir.join("task.toml"),
+                content: Content::Text(task_toml(&turns, &id, needs_judge)),
+            },
+        ];
+        let source = json!({
+            "format": "pinchbench",
+            "origin": ORIGIN,
+            "id": id,
+            "license": LICENSE,
+            "name": fm.get("name").and_then(Yaml::as_str),
+            "category": fm.get("category").and_then(Yaml::as_str),
+            "grading_type": grading_type,
+            "needs_llm_judge": needs_judge || grading_type == "hybrid",
+            "judge_weight": judge_weight,
+            "timeout_seconds": timeout_seconds.and_then(|t| t.parse::<u64>().ok()),
+            "sessions_new": new_sessions,
+            "unmet_needs": needs.iter().map(|(n, w)| json!({"need": n, "why": w})).collect::<Vec<Value>>(),
+            "notes": all_notes,
+        });
+        let mut source_text = serde_json::to_string_pretty(&source).unwrap_or_default();
+        source_text.push('\n');
+        files.push(PlannedFile {
+            path: task_dir.join("source.json"),
+            content: Content::Text(source_text),
+        });
+        let grader = task_dir.join("grader");
+        match verifier_py {
+            Some(code) => {
+                files.push(PlannedFile {
+                    path: grader.join("grade.py"),
+                    content: Content::Text(format!("{code}\n")),
+                });
+                files.push(PlannedFile {
+                    path: grader.join("run.py"),
+                    content: Content::Text(RUN_PY.into()),
+                });
+            }
+            None => files.push(PlannedFile {
+                path: grader.join("judge.py"),
+                content: Content::Text(JUDGE_PY.into()),
+            }),
+        }
+        if let Some(r) = rubric.filter(|r| !r.is_empty()) {
+            for at in [task_dir.join("rubric.md"), grader.join("rubric.md")] {
+                files.push(PlannedFile {
+                    path: at,
+                    content: Content::Text(format!("{r}\n")),
+                });
+            }
+        }
+        Ok(DocumentPlan {
+            document: doc,
+            env,
+            id,
+            files,
+            needs,
+            notes: all_notes,
+        })
+    }
+}
+
 /// Plan the task file `rel` below `source` (which holds its `assets/`); `task` names it in
 /// errors.
 fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, ImportError> {
     let path = &tree.display(rel);
     let text = tree.read_text(task, rel, MAX_TASK_FILE_BYTES)?;
-    let doc = parse_document(&text).map_err(|(line, problem, expected)| ImportError::Format {
-        path: path.to_path_buf(),
-        line,
-        problem,
-        expected,
-    })?;
-    let fail = |problem: String, expected: &str| ImportError::Format {
-        path: path.to_path_buf(),
-        line: None,
-        problem,
-        expected: expected.to_string(),
-    };
-    let fm = &doc.front_matter;
-    let id = match fm.get("id").and_then(Yaml::as_str) {
-        Some(id) if !id.is_empty() => id.to_string(),
-        _ => {
-            return Err(fail(
-                "the front matter has no `id`".into(),
-                "`id: task_NN_name`",
-            ));
-        }
-    };
-    if !super::is_plain_name(&id) {
-        return Err(ImportError::Unrepresentable {
-            path: path.to_path_buf(),
-            reason: format!("id `{id}` cannot name a directory"),
-        });
-    }
-    let grading_type = fm
-        .get("grading_type")
-        .and_then(Yaml::as_str)
-        .unwrap_or("automated")
-        .to_string();
-    if !matches!(grading_type.as_str(), "automated" | "llm_judge" | "hybrid") {
-        return Err(fail(
-            format!("`grading_type` is `{grading_type}`"),
-            "automated, llm_judge or hybrid",
-        ));
-    }
-    let timeout_seconds = fm.get("timeout_seconds").and_then(Yaml::as_str);
-
-    // The prompts: `sessions` when there are any (as PinchBench's harness), else `## Prompt`.
-    let mut notes = Vec::new();
-    let mut turns = Vec::new();
-    let mut new_sessions = Vec::new();
-    match fm.get("sessions") {
-        Some(Yaml::Seq(items)) if !items.is_empty() => {
-            for (index, item) in items.iter().enumerate() {
-                let (prompt, new_session) = match item {
-                    Yaml::Scalar(s) => (s.text.clone(), false),
-                    Yaml::Map(_) => (
-                        item.get("prompt")
-                            .or_else(|| item.get("message"))
-                            .and_then(Yaml::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                        item.get("new_session").and_then(Yaml::as_str) == Some("true"),
-                    ),
-                    Yaml::Seq(_) => {
-                        return Err(fail(
-                            format!("`sessions` item {} is a list", index + 1),
-                            "a prompt string or a mapping with `prompt`",
-                        ));
-                    }
-                };
-                if prompt.trim().is_empty() {
-                    return Err(ImportError::Unrepresentable {
-                        path: path.to_path_buf(),
-                        reason: format!(
-                            "`sessions` item {} has no prompt; envcraft turns cannot be empty",
-                            index + 1
-                        ),
-                    });
-                }
-                if new_session {
-                    new_sessions.push(index + 1);
-                }
-                turns.push(prompt);
-            }
-        }
-        _ => match doc.section("Prompt") {
-            Some(p) if !p.trim().is_empty() => turns.push(p.trim().to_string()),
-            _ => {
-                return Err(fail(
-                    "there is no `## Prompt` section".into(),
-                    "`## Prompt` with the request",
-                ));
-            }
-        },
-    }
-    if !new_sessions.is_empty() {
-        notes.push(format!(
-            "sessions {new_sessions:?} start a new conversation in PinchBench; envcraft's turns \
-             keep one session (the workspace carries over in both)"
-        ));
-    }
-
-    let rubric = doc
-        .section("LLM Judge Rubric")
-        .map(|r| r.trim().to_string());
-    let code = doc.section("Automated Checks").and_then(grading_code);
-    let judge_weight = match grading_type.as_str() {
-        "automated" => 0.0,
-        "llm_judge" => 1.0,
-        _ => {
-            let weight = |key: &str| {
-                fm.get("grading_weights")
-                    .and_then(|w| w.get(key))
-                    .and_then(Yaml::as_str)
-                    .and_then(|s| s.parse::<f64>().ok())
-            };
-            let auto = weight("automated").unwrap_or(0.5);
-            let judge = weight("llm_judge").unwrap_or(0.5);
-            if auto + judge > 0.0 {
-                judge / (auto + judge)
-            } else {
-                0.5
-            }
-        }
-    };
-    let (verifier_py, needs_judge) = match (grading_type.as_str(), &code) {
-        ("llm_judge", _) => (None, true),
-        (_, Some(code)) => (Some(code.clone()), false),
-        (_, None) => {
-            return Err(fail(
-                format!(
-                    "grading_type is `{grading_type}` but `## Automated Checks` has no ```python block"
-                ),
-                "a ```python block defining grade(transcript, workspace_path)",
-            ));
-        }
-    };
-    if !code.as_deref().is_none_or(|c| c.contains("def grade")) {
-        return Err(fail(
-            "the `## Automated Checks` code defines no grade()".into(),
-            "def grade(transcript, workspace_path) -> dict",
-        ));
-    }
-    if needs_judge {
-        notes.push(
-            "graded by an LLM judge only: the rubric is kept in rubric.md; envcraft's verifier \
-             gives no score without a judge (0, with that reason)"
-                .into(),
-        );
-    } else if grading_type == "hybrid" {
-        notes.push(format!(
-            "hybrid: the reward is the automated part only; PinchBench adds an LLM judge with \
-             weight {judge_weight} (rubric in rubric.md)"
-        ));
-    }
-    if needs_judge || grading_type == "hybrid" {
-        match &rubric {
-            Some(r) if !r.is_empty() => {}
-            _ => notes.push("the task is judged but has no `## LLM Judge Rubric` section".into()),
-        }
-    }
-
-    let env = format!("pinchbench-{id}");
-    let task_dir = PathBuf::from("tasks").join(&id);
-    let mut needs = Vec::new();
-    for turn in &turns {
-        for need in unmet_needs(turn) {
-            if !needs.iter().any(|(n, _): &(String, String)| *n == need.0) {
-                needs.push(need);
-            }
-        }
-    }
-    let mut all_notes = need_notes(&needs);
-    all_notes.extend(notes);
-
-    let mut files = vec![
-        PlannedFile {
-            path: "env.toml".into(),
-            content: Content::Text(env_toml(
-                &env,
-                &format!("PinchBench task {id}, imported unchanged"),
-            )),
-        },
-        PlannedFile {
-            path: "docs.md".into(),
-            content: Content::Text(docs_md(ORIGIN, &id, LICENSE, &all_notes)),
-        },
-        PlannedFile {
-            path: task_dir.join("task.toml"),
-            content: Content::Text(task_toml(&turns, &id, needs_judge)),
-        },
-        PlannedFile {
-            path: task_dir.join("task.md"),
-            content: Content::Copy(tree.file(rel)),
-        },
-    ];
-    let source = json!({
-        "format": "pinchbench",
-        "origin": ORIGIN,
-        "id": id,
-        "license": LICENSE,
-        "name": fm.get("name").and_then(Yaml::as_str),
-        "category": fm.get("category").and_then(Yaml::as_str),
-        "grading_type": grading_type,
-        "needs_llm_judge": needs_judge || grading_type == "hybrid",
-        "judge_weight": judge_weight,
-        "timeout_seconds": timeout_seconds.and_then(|t| t.parse::<u64>().ok()),
-        "sessions_new": new_sessions,
-        "unmet_needs": needs.iter().map(|(n, w)| json!({"need": n, "why": w})).collect::<Vec<Value>>(),
-        "notes": all_notes,
-    });
-    let mut source_text = serde_json::to_string_pretty(&source).unwrap_or_default();
-    source_text.push('\n');
+    let DocumentPlan {
+        document,
+        env,
+        id,
+        mut files,
+        needs,
+        notes: all_notes,
+    } = DocumentPlan::of(path, &text)?;
     files.push(PlannedFile {
-        path: task_dir.join("source.json"),
-        content: Content::Text(source_text),
+        path: PathBuf::from("tasks").join(&id).join("task.md"),
+        content: Content::Copy(tree.file(rel)),
     });
-    let grader = task_dir.join("grader");
-    match verifier_py {
-        Some(code) => {
-            files.push(PlannedFile {
-                path: grader.join("grade.py"),
-                content: Content::Text(format!("{code}\n")),
-            });
-            files.push(PlannedFile {
-                path: grader.join("run.py"),
-                content: Content::Text(RUN_PY.into()),
-            });
-        }
-        None => files.push(PlannedFile {
-            path: grader.join("judge.py"),
-            content: Content::Text(JUDGE_PY.into()),
-        }),
-    }
-    if let Some(r) = rubric.filter(|r| !r.is_empty()) {
-        for at in [task_dir.join("rubric.md"), grader.join("rubric.md")] {
-            files.push(PlannedFile {
-                path: at,
-                content: Content::Text(format!("{r}\n")),
-            });
-        }
-    }
     let beside = rel.parent().unwrap_or(Path::new("")).join("LICENSE");
     for license in [beside, PathBuf::from("LICENSE")] {
         match tree.probe(task, &license)? {
@@ -452,7 +490,12 @@ fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, Im
             _ => {}
         }
     }
-    workspace_files(fm.get("workspace_files"), path, (tree, task), &mut files)?;
+    workspace_files(
+        document.front_matter.get("workspace_files"),
+        path,
+        (tree, task),
+        &mut files,
+    )?;
     let files = sorted(files);
     if let Some(pair) = files.windows(2).find(|w| w[0].path == w[1].path) {
         return Err(ImportError::Unrepresentable {

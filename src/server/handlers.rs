@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::episode::{self, Creation, blocking, session_error};
 use super::error::ApiError;
+use super::requests::{CallRequest, CreateRequest};
 use crate::spec::is_plain_name;
 use crate::spec::task::TaskSpec;
-use crate::spec::time::Timestamp;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -33,49 +33,7 @@ pub(super) fn object(
         }
         Err(_) => return Err(ApiError::bad_request("the request body could not be read")),
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        )),
-        Err(e) => Err(ApiError::bad_request(format!(
-            "the request body is not valid JSON: {e}"
-        ))),
-    }
-}
-
-/// `bad_request` for a field not in `known`.
-pub(super) fn no_unknown_fields(map: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(format!(
-            "unknown field `{}`: expected {}",
-            k.chars().take(64).collect::<String>(),
-            known
-                .iter()
-                .map(|k| format!("`{k}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// A string field: `missing_field` when absent, `bad_request` when not a string.
-pub(super) fn string_field<'a>(
-    map: &'a Map<String, Value>,
-    field: &str,
-    needs: &str,
-) -> Result<&'a str, ApiError> {
-    match map.get(field) {
-        None | Some(Value::Null) => Err(ApiError::missing_field(field, needs)),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ApiError::bad_request(format!(
-            "field `{field}` must be a string: {needs}"
-        ))),
-    }
+    super::requests::object(&bytes)
 }
 
 pub async fn healthz() -> Response {
@@ -197,42 +155,19 @@ pub async fn create(
         return Err(ApiError::draining());
     }
     let map = object(&state, body)?;
-    no_unknown_fields(&map, &["task", "base_time", "seed"])?;
     let creation = creation_of(&map)?;
     let response = episode::create(&state, creation).await?;
     Ok((StatusCode::CREATED, Json(response)).into_response())
 }
 
-/// The session a create request asks for: `task` (required), `base_time`, `seed`.
+/// The session a create request asks for: `task` (required), `base_time`, `seed` (see
+/// [`CreateRequest`]).
 pub(super) fn creation_of(map: &Map<String, Value>) -> Result<Creation, ApiError> {
-    let task = match map.get("task") {
-        None | Some(Value::Null) => {
-            return Err(ApiError::missing_field(
-                "task",
-                "the task to run, as ENV/ID (GET /v1/tasks lists them) or an inline task object",
-            ));
-        }
-        Some(value) => value.clone(),
-    };
-    let base_time = match map.get("base_time") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(
-            Timestamp::parse_rfc3339(text)
-                .map_err(|e| ApiError::bad_request(format!("field `base_time`: {e}")))?
-                .unix_seconds(),
-        ),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "field `base_time` must be an RFC 3339 string",
-            ));
-        }
-    };
-    let seed = match map.get("seed") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64().ok_or_else(|| {
-            ApiError::bad_request("field `seed` must be an integer from 0 to 2^64-1")
-        })?),
-    };
+    let CreateRequest {
+        task,
+        base_time,
+        seed,
+    } = CreateRequest::parse(map)?;
     Ok(Creation {
         task,
         base_time,
@@ -249,17 +184,7 @@ pub async fn call(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let map = object(&state, body)?;
-    no_unknown_fields(&map, &["tool", "args"])?;
-    let tool = string_field(&map, "tool", "the name of the tool to call")?.to_string();
-    let args = match map.get("args") {
-        None | Some(Value::Null) => json!({}),
-        Some(Value::Object(o)) => Value::Object(o.clone()),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "field `args` must be a JSON object of the tool's arguments",
-            ));
-        }
-    };
+    let CallRequest { tool, args } = CallRequest::parse(&map)?;
     let answer = episode::call(&state, &id, tool, args).await?;
     // The result may hold a whole file: written by `crate::json` (the bytes `Json` would
     // write, with strings escaped in blocks rather than byte by byte).

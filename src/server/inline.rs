@@ -98,18 +98,7 @@ fn write_task_dir(
     // Named as the task, so that it loads as one before it is put in place.
     let temp = staging.path().join(id);
     fs::create_dir(&temp).map_err(internal)?;
-    let spec: Map<String, Value> = object
-        .iter()
-        .filter(|(k, _)| !OWN_KEYS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let toml_text = toml::to_string(&Value::Object(spec)).map_err(|e| {
-        ApiError::bad_request(format!(
-            "field `task`: cannot be written as task.toml ({e}); expected the keys of task.toml \
-             (prompt or turns, base_time, verifier) with strings, numbers, booleans, arrays and \
-             objects, no nulls"
-        ))
-    })?;
+    let toml_text = task_toml(object)?;
     fs::write(temp.join("task.toml"), toml_text).map_err(internal)?;
     for (key, sub) in [("files", "files"), ("grader", "grader")] {
         if let Some(files) = object.get(key) {
@@ -134,6 +123,23 @@ fn write_task_dir(
         Err(_) if dir.join("task.toml").is_file() => Ok(()),
         Err(e) => Err(internal(e)),
     }
+}
+
+/// The `task.toml` text of the inline task `object`: its keys but `env`, `files`, `expected`
+/// and `grader`, written as TOML (`bad_request` for what TOML cannot hold: nulls).
+pub fn task_toml(object: &Map<String, Value>) -> Result<String, ApiError> {
+    let spec: Map<String, Value> = object
+        .iter()
+        .filter(|(k, _)| !OWN_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    toml::to_string(&Value::Object(spec)).map_err(|e| {
+        ApiError::bad_request(format!(
+            "field `task`: cannot be written as task.toml ({e}); expected the keys of task.toml \
+             (prompt or turns, base_time, verifier) with strings, numbers, booleans, arrays and \
+             objects, no nulls"
+        ))
+    })
 }
 
 /// Write `files` (an object of relative path → text) below `root`.

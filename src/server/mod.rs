@@ -31,6 +31,7 @@ pub mod openapi;
 pub mod openenv;
 pub mod openenv_ws;
 pub mod registry;
+pub mod requests;
 pub mod resume;
 pub mod routes;
 

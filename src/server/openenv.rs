@@ -28,8 +28,9 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::episode::{self, Creation};
 use super::error::ApiError;
-use super::handlers::{no_unknown_fields, object};
+use super::handlers::object;
 use super::mcp_http;
+use super::requests::no_unknown_fields;
 use crate::mcp::{self, Incoming, RpcError};
 
 /// OpenEnv's two server modes.

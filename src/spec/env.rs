@@ -125,41 +125,37 @@ struct RawEnv {
     image: Option<Spanned<String>>,
 }
 
-impl EnvSpec {
-    /// Load and validate the environment in `dir` (`env.toml`, `docs.md`, `files/`).
-    pub fn load(dir: impl AsRef<Path>) -> Result<EnvSpec, EnvError> {
-        let given = dir.as_ref();
-        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
-        let file = dir.join("env.toml");
-        if !file.is_file() {
-            return Err(EnvError::NotAnEnvironment { dir });
-        }
-        let text = located::read_text(&file)?;
-        let toml = TomlFile {
-            path: &file,
-            text: &text,
-        };
-        let raw: RawEnv = toml.parse().map_err(|p| FileError::syntax(&file, p))?;
+/// What `env.toml` says, checked: everything of an environment that its text alone decides
+/// (the loader then checks it against the directory: its name, `docs.md`, `files/`, the
+/// policy's file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvToml {
+    pub name: String,
+    /// The line of `name`, for the loader's check against the directory's name.
+    pub name_line: usize,
+    pub description: String,
+    pub policy: String,
+    /// The line of `policy` (0 when it is left out), for the loader's check that it loads.
+    pub policy_line: usize,
+    pub tools: Vec<String>,
+    pub skills: Vec<String>,
+    pub base_time: Timestamp,
+    pub time_step_secs: u64,
+    /// The image whose root the environment runs over (`image = "NAME"`), if any.
+    pub image: Option<String>,
+}
+
+impl EnvToml {
+    /// Parse and check the text of `file`, an `env.toml` (nothing is read from disk).
+    pub fn parse(file: &Path, text: &str) -> Result<EnvToml, EnvError> {
+        let toml = TomlFile { path: file, text };
+        let raw: RawEnv = toml.parse().map_err(|p| FileError::syntax(file, p))?;
         let check = Check { toml: &toml };
 
         let name = raw.name.get_ref();
         if !located::is_plain_name(name) {
             return Err(check
                 .invalid("name", raw.name.span(), format!("is `{name}`"), PLAIN_NAME)
-                .into());
-        }
-        let dir_name = located::dir_name(&dir);
-        if dir_name.as_deref() != Some(name.as_str()) {
-            return Err(check
-                .invalid(
-                    "name",
-                    raw.name.span(),
-                    format!(
-                        "is `{name}` but the directory is `{}`",
-                        dir_name.unwrap_or_default()
-                    ),
-                    "the environment's directory name, so that `ENV/TASK_ID` finds it",
-                )
                 .into());
         }
         let description = check.non_empty("description", &raw.description)?;
@@ -281,6 +277,84 @@ impl EnvSpec {
             }
         };
 
+        let image = match &raw.image {
+            None => None,
+            Some(image) => {
+                let v = image.get_ref();
+                let ok = !v.is_empty()
+                    && v.len() <= 255
+                    && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._:/@+-".contains(c));
+                if !ok {
+                    return Err(check
+                        .invalid(
+                            "image",
+                            image.span(),
+                            format!("is {v:?}"),
+                            "an image name as `envcraft image ls` lists them: 1 to 255 letters, digits and `._:/@+-`, starting with a letter or a digit",
+                        )
+                        .into());
+                }
+                Some(v.clone())
+            }
+        };
+        Ok(EnvToml {
+            name: name.clone(),
+            name_line: toml.line(&raw.name.span()),
+            description,
+            policy,
+            policy_line: raw
+                .policy
+                .as_ref()
+                .map(|p| toml.line(&p.span()))
+                .unwrap_or(0),
+            tools,
+            skills,
+            base_time,
+            time_step_secs,
+            image,
+        })
+    }
+}
+
+impl EnvSpec {
+    /// Load and validate the environment in `dir` (`env.toml`, `docs.md`, `files/`).
+    pub fn load(dir: impl AsRef<Path>) -> Result<EnvSpec, EnvError> {
+        let given = dir.as_ref();
+        let dir = std::fs::canonicalize(given).map_err(FileError::read(given))?;
+        let file = dir.join("env.toml");
+        if !file.is_file() {
+            return Err(EnvError::NotAnEnvironment { dir });
+        }
+        let text = located::read_text(&file)?;
+        let EnvToml {
+            name,
+            name_line,
+            description,
+            policy,
+            policy_line,
+            tools,
+            skills,
+            base_time,
+            time_step_secs,
+            image,
+        } = EnvToml::parse(&file, &text)?;
+        let dir_name = located::dir_name(&dir);
+        if dir_name.as_deref() != Some(name.as_str()) {
+            return Err(FileError::Invalid {
+                file: file.clone(),
+                key: "name".into(),
+                line: name_line,
+                problem: format!(
+                    "is `{name}` but the directory is `{}`",
+                    dir_name.unwrap_or_default()
+                ),
+                expected: "the environment's directory name, so that `ENV/TASK_ID` finds it".into(),
+            }
+            .into());
+        }
+
         let docs_path = dir.join("docs.md");
         if !docs_path.is_file() {
             return Err(FileError::Layout {
@@ -313,30 +387,8 @@ impl EnvSpec {
             .into());
         }
 
-        let image = match &raw.image {
-            None => None,
-            Some(image) => {
-                let v = image.get_ref();
-                let ok = !v.is_empty()
-                    && v.len() <= 255
-                    && v.starts_with(|c: char| c.is_ascii_alphanumeric())
-                    && v.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "._:/@+-".contains(c));
-                if !ok {
-                    return Err(check
-                        .invalid(
-                            "image",
-                            image.span(),
-                            format!("is {v:?}"),
-                            "an image name as `envcraft image ls` lists them: 1 to 255 letters, digits and `._:/@+-`, starting with a letter or a digit",
-                        )
-                        .into());
-                }
-                Some(v.clone())
-            }
-        };
         let env = EnvSpec {
-            name: name.clone(),
+            name,
             description,
             policy,
             tools,
@@ -349,14 +401,9 @@ impl EnvSpec {
             image,
         };
         if let Err(source) = env.load_policy() {
-            let line = raw
-                .policy
-                .as_ref()
-                .map(|p| toml.line(&p.span()))
-                .unwrap_or(0);
             return Err(EnvError::Policy {
                 file: env.env_toml(),
-                line,
+                line: policy_line,
                 policy: env.policy,
                 source: Box::new(source),
             });

@@ -121,6 +121,174 @@ pub fn is_skill_name(name: &str) -> bool {
         && !name.contains("--")
 }
 
+/// What `SKILL.md`'s front matter says, checked (the loader then checks the name against the
+/// skill's directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillDoc {
+    pub name: String,
+    /// The line of `name`, for the loader's check against the directory's name.
+    pub name_line: usize,
+    pub description: String,
+}
+
+impl SkillDoc {
+    /// Parse and check the front matter of `doc`, the text of `doc_path` (nothing is read).
+    pub fn parse(doc_path: &Path, doc: &str) -> Result<SkillDoc, SkillError> {
+        let front =
+            front_matter(doc).map_err(|(line, problem, expected)| SkillError::FrontMatter {
+                file: doc_path.to_path_buf(),
+                line,
+                problem,
+                expected: expected.to_string(),
+            })?;
+        let front_error = |line: usize, problem: String, expected: &str| SkillError::FrontMatter {
+            file: doc_path.to_path_buf(),
+            line,
+            problem,
+            expected: expected.to_string(),
+        };
+        let (name, name_line) = front.name;
+        if !is_skill_name(&name) {
+            return Err(front_error(
+                name_line,
+                format!("`name` is `{name}`"),
+                SKILL_NAME,
+            ));
+        }
+        let (description, description_line) = front.description;
+        if description.trim().is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(front_error(
+                description_line,
+                format!(
+                    "`description` has {} characters",
+                    description.trim().chars().count()
+                ),
+                "1 to 1024 characters saying what the skill does and when to use it",
+            ));
+        }
+
+        Ok(SkillDoc {
+            name,
+            name_line,
+            description,
+        })
+    }
+}
+
+/// Where a skill's argument schema is: inline in `skill.toml`, or in a file beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchemaSource {
+    /// The `[schema]` table, as JSON, checked.
+    Inline(Value),
+    /// `schema_file`: a relative path without `..` (not yet looked up), and its line.
+    File { file: String, line: usize },
+}
+
+/// What `skill.toml` says, checked as far as its text alone decides (the loader then looks up
+/// the executable and the schema file in the skill's directory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillToml {
+    /// As written: relative, without `..` (not yet looked up).
+    pub executable: String,
+    pub executable_line: usize,
+    pub timeout_secs: u64,
+    pub schema: SchemaSource,
+}
+
+impl SkillToml {
+    /// Parse and check the text of `file`, a `skill.toml` (nothing is read from disk).
+    pub fn parse(file: &Path, text: &str) -> Result<SkillToml, SkillError> {
+        let toml = TomlFile { path: file, text };
+        let raw: RawSkill = toml.parse().map_err(|p| FileError::syntax(file, p))?;
+        let invalid =
+            |key: &str, span: Range<usize>, problem: String, expected: &str| FileError::Invalid {
+                file: file.to_path_buf(),
+                key: key.to_string(),
+                line: toml.line(&span),
+                problem,
+                expected: expected.to_string(),
+            };
+        lexical_relative(raw.executable.get_ref()).map_err(|problem| {
+            invalid(
+                "executable",
+                raw.executable.span(),
+                problem,
+                "a path relative to the skill's directory, inside it",
+            )
+        })?;
+        let timeout_secs = match &raw.timeout_secs {
+            None => DEFAULT_TIMEOUT_SECS,
+            Some(t) => {
+                let v = *t.get_ref();
+                if !(1..=MAX_TIMEOUT_SECS as i64).contains(&v) {
+                    return Err(invalid(
+                        "timeout_secs",
+                        t.span(),
+                        format!("is {v}"),
+                        &format!("an integer from 1 to {MAX_TIMEOUT_SECS}"),
+                    )
+                    .into());
+                }
+                v as u64
+            }
+        };
+        let schema = match (&raw.schema, &raw.schema_file) {
+            (Some(inline), None) => SchemaSource::Inline({
+                let json = toml_to_json(inline.get_ref(), "schema").map_err(|(key, problem)| {
+                    invalid(&key, inline.span(), problem, "a value JSON can hold")
+                })?;
+                check_schema(&json).map_err(|(pointer, problem, expected)| {
+                    invalid(
+                        &format!("schema{}", pointer.replace('/', ".")),
+                        inline.span(),
+                        problem,
+                        expected,
+                    )
+                })?;
+                json
+            }),
+            (None, Some(file)) => {
+                lexical_relative(file.get_ref()).map_err(|problem| {
+                    invalid(
+                        "schema_file",
+                        file.span(),
+                        problem,
+                        "a JSON file relative to the skill's directory, inside it",
+                    )
+                })?;
+                SchemaSource::File {
+                    file: file.get_ref().clone(),
+                    line: toml.line(&file.span()),
+                }
+            }
+            (Some(_), Some(file)) => {
+                return Err(invalid(
+                    "schema_file",
+                    file.span(),
+                    "is given along with a `[schema]` table".into(),
+                    "either `[schema]` or `schema_file`, not both",
+                )
+                .into());
+            }
+            (None, None) => {
+                return Err(FileError::Invalid {
+                    file: file.to_path_buf(),
+                    key: "schema".into(),
+                    line: 1,
+                    problem: "is missing".into(),
+                    expected: "a `[schema]` table (the arguments' JSON schema, as TOML) or `schema_file = \"schema.json\"`".into(),
+                }.into());
+            }
+        };
+        Ok(SkillToml {
+            executable: raw.executable.get_ref().clone(),
+            executable_line: toml.line(&raw.executable.span()),
+            timeout_secs,
+            schema,
+        })
+    }
+}
+
 impl SkillSpec {
     /// The skill named `name` under `skills_root` (`skills_root/NAME/`).
     pub fn find(name: &str, skills_root: impl AsRef<Path>) -> Result<SkillSpec, SkillError> {
@@ -195,27 +363,17 @@ impl SkillSpec {
         }
 
         let doc = located::read_text(&doc_path)?;
-        let front =
-            front_matter(&doc).map_err(|(line, problem, expected)| SkillError::FrontMatter {
-                file: doc_path.clone(),
-                line,
-                problem,
-                expected: expected.to_string(),
-            })?;
+        let SkillDoc {
+            name,
+            name_line,
+            description,
+        } = SkillDoc::parse(&doc_path, &doc)?;
         let front_error = |line: usize, problem: String, expected: &str| SkillError::FrontMatter {
             file: doc_path.clone(),
             line,
             problem,
             expected: expected.to_string(),
         };
-        let (name, name_line) = front.name;
-        if !is_skill_name(&name) {
-            return Err(front_error(
-                name_line,
-                format!("`name` is `{name}`"),
-                SKILL_NAME,
-            ));
-        }
         let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name != dir_name {
             return Err(front_error(
@@ -224,37 +382,25 @@ impl SkillSpec {
                 "the skill's directory name, which is how environments offer it",
             ));
         }
-        let (description, description_line) = front.description;
-        if description.trim().is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
-            return Err(front_error(
-                description_line,
-                format!(
-                    "`description` has {} characters",
-                    description.trim().chars().count()
-                ),
-                "1 to 1024 characters saying what the skill does and when to use it",
-            ));
-        }
-
         let text = located::read_text(&toml_path)?;
-        let toml = TomlFile {
-            path: &toml_path,
-            text: &text,
-        };
-        let raw: RawSkill = toml.parse().map_err(|p| FileError::syntax(&toml_path, p))?;
+        let SkillToml {
+            executable,
+            executable_line,
+            timeout_secs,
+            schema,
+        } = SkillToml::parse(&toml_path, &text)?;
         let invalid =
-            |key: &str, span: Range<usize>, problem: String, expected: &str| FileError::Invalid {
+            |key: &str, line: usize, problem: String, expected: &str| FileError::Invalid {
                 file: toml_path.clone(),
                 key: key.to_string(),
-                line: toml.line(&span),
+                line,
                 problem,
                 expected: expected.to_string(),
             };
-
-        let executable = relative_inside(&dir, raw.executable.get_ref()).map_err(|problem| {
+        let executable = relative_inside(&dir, &executable).map_err(|problem| {
             invalid(
                 "executable",
-                raw.executable.span(),
+                executable_line,
                 problem,
                 "a path relative to the skill's directory, inside it",
             )
@@ -264,7 +410,7 @@ impl SkillSpec {
             Err(_) => {
                 return Err(invalid(
                     "executable",
-                    raw.executable.span(),
+                    executable_line,
                     format!("names `{}`, which does not exist", executable.display()),
                     "an executable file in the skill's directory",
                 )
@@ -273,7 +419,7 @@ impl SkillSpec {
             Ok(meta) if !meta.is_file() => {
                 return Err(invalid(
                     "executable",
-                    raw.executable.span(),
+                    executable_line,
                     format!(
                         "names `{}`, which is not a regular file",
                         executable.display()
@@ -285,7 +431,7 @@ impl SkillSpec {
             Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
                 return Err(invalid(
                     "executable",
-                    raw.executable.span(),
+                    executable_line,
                     format!(
                         "names `{}`, which is not executable (mode {:o})",
                         executable.display(),
@@ -297,44 +443,13 @@ impl SkillSpec {
             }
             Ok(_) => {}
         }
-
-        let timeout_secs = match &raw.timeout_secs {
-            None => DEFAULT_TIMEOUT_SECS,
-            Some(t) => {
-                let v = *t.get_ref();
-                if !(1..=MAX_TIMEOUT_SECS as i64).contains(&v) {
-                    return Err(invalid(
-                        "timeout_secs",
-                        t.span(),
-                        format!("is {v}"),
-                        &format!("an integer from 1 to {MAX_TIMEOUT_SECS}"),
-                    )
-                    .into());
-                }
-                v as u64
-            }
-        };
-
-        let schema = match (&raw.schema, &raw.schema_file) {
-            (Some(inline), None) => {
-                let json = toml_to_json(inline.get_ref(), "schema").map_err(|(key, problem)| {
-                    invalid(&key, inline.span(), problem, "a value JSON can hold")
-                })?;
-                check_schema(&json).map_err(|(pointer, problem, expected)| {
-                    invalid(
-                        &format!("schema{}", pointer.replace('/', ".")),
-                        inline.span(),
-                        problem,
-                        expected,
-                    )
-                })?;
-                json
-            }
-            (None, Some(file)) => {
-                let relative = relative_inside(&dir, file.get_ref()).map_err(|problem| {
+        let schema = match schema {
+            SchemaSource::Inline(json) => json,
+            SchemaSource::File { file, line } => {
+                let relative = relative_inside(&dir, &file).map_err(|problem| {
                     invalid(
                         "schema_file",
-                        file.span(),
+                        line,
                         problem,
                         "a JSON file relative to the skill's directory, inside it",
                     )
@@ -343,7 +458,7 @@ impl SkillSpec {
                 if !path.is_file() {
                     return Err(invalid(
                         "schema_file",
-                        file.span(),
+                        line,
                         format!("names `{}`, which is not a file", relative.display()),
                         "a JSON file relative to the skill's directory, inside it",
                     )
@@ -364,24 +479,6 @@ impl SkillSpec {
                     expected: expected.to_string(),
                 })?;
                 json
-            }
-            (Some(_), Some(file)) => {
-                return Err(invalid(
-                    "schema_file",
-                    file.span(),
-                    "is given along with a `[schema]` table".into(),
-                    "either `[schema]` or `schema_file`, not both",
-                )
-                .into());
-            }
-            (None, None) => {
-                return Err(FileError::Invalid {
-                    file: toml_path.clone(),
-                    key: "schema".into(),
-                    line: 1,
-                    problem: "is missing".into(),
-                    expected: "a `[schema]` table (the arguments' JSON schema, as TOML) or `schema_file = \"schema.json\"`".into(),
-                }.into());
             }
         };
 
@@ -405,6 +502,17 @@ impl SkillSpec {
 /// `value` as a relative path without `..` whose target (symlinks followed) stays in `dir`,
 /// or what is wrong with it.
 fn relative_inside(dir: &Path, value: &str) -> Result<PathBuf, String> {
+    let clean = lexical_relative(value)?;
+    if let Ok(target) = std::fs::canonicalize(dir.join(&clean))
+        && !target.starts_with(dir)
+    {
+        return Err(format!("is `{value}`, a symlink leading out of the skill"));
+    }
+    Ok(clean)
+}
+
+/// `value` as a relative path without `..`, judged by its text alone.
+fn lexical_relative(value: &str) -> Result<PathBuf, String> {
     let path = Path::new(value);
     if value.is_empty() || value.contains('\0') {
         return Err(format!("is `{value}`"));
@@ -417,13 +525,7 @@ fn relative_inside(dir: &Path, value: &str) -> Result<PathBuf, String> {
             "is `{value}`, which is absolute or climbs with `..`"
         ));
     }
-    let clean: PathBuf = path.components().collect();
-    if let Ok(target) = std::fs::canonicalize(dir.join(&clean))
-        && !target.starts_with(dir)
-    {
-        return Err(format!("is `{value}`, a symlink leading out of the skill"));
-    }
-    Ok(clean)
+    Ok(path.components().collect())
 }
 
 /// A TOML value as JSON, or the dotted key and the problem where it has no JSON form.

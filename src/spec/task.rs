@@ -212,6 +212,96 @@ struct RawSource {
     license: Spanned<String>,
 }
 
+/// What `task.toml` says, checked: everything of a task that its text alone decides (the
+/// loader then looks at the task's directory: `files/`, `solution.jsonl`).
+#[derive(Debug, Clone)]
+pub struct TaskToml {
+    pub turns: Vec<String>,
+    pub base_time: Option<Timestamp>,
+    pub verifier: VerifierSpec,
+    pub source: Option<Source>,
+}
+
+impl TaskToml {
+    /// Parse and check the text of `file`, a `task.toml` (nothing is read from disk).
+    pub fn parse(file: &Path, text: &str) -> Result<TaskToml, TaskError> {
+        let toml = TomlFile { path: file, text };
+        let raw: RawTask = toml.parse().map_err(|p| FileError::syntax(file, p))?;
+        let check = Check { toml: &toml };
+
+        let turns = match (&raw.prompt, &raw.turns) {
+            (Some(prompt), None) => vec![check.prompt("prompt", prompt)?],
+            (None, Some(turns)) => {
+                if turns.get_ref().is_empty() {
+                    return Err(check
+                        .invalid(
+                            "turns",
+                            turns.span(),
+                            "is empty".into(),
+                            "at least one `[[turns]]` table with a `prompt`",
+                        )
+                        .into());
+                }
+                turns
+                    .get_ref()
+                    .iter()
+                    .map(|t| check.prompt("turns.prompt", &t.prompt))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            (Some(_), Some(turns)) => {
+                return Err(check.invalid(
+                    "turns",
+                    turns.span(),
+                    "is given along with `prompt`".into(),
+                    "either `prompt = \"...\"` for one intent or `[[turns]]` tables for a sequence, not both",
+                ).into());
+            }
+            (None, None) => {
+                return Err(FileError::Invalid {
+                    file: file.to_path_buf(),
+                    key: "prompt".into(),
+                    line: 1,
+                    problem: "is missing".into(),
+                    expected: "`prompt = \"...\"` or `[[turns]]` tables each with a `prompt`"
+                        .into(),
+                }
+                .into());
+            }
+        };
+
+        let base_time = raw
+            .base_time
+            .as_ref()
+            .map(|value| {
+                env::base_time(value).map_err(|(problem, expected)| {
+                    check.invalid("base_time", value.span(), problem, expected)
+                })
+            })
+            .transpose()?;
+
+        let verifier = check.verifier(&raw.verifier)?;
+
+        let source = raw
+            .source
+            .as_ref()
+            .map(|s| {
+                Ok::<_, TaskError>(Source {
+                    origin: check.non_empty("source.origin", &s.origin)?,
+                    id: check.non_empty("source.id", &s.id)?,
+                    license: check.non_empty("source.license", &s.license)?,
+                })
+            })
+            .transpose()?;
+
+        Ok(TaskToml {
+            turns,
+            base_time,
+            verifier,
+            source,
+        })
+    }
+}
+
 impl TaskSpec {
     /// Load the task in `task_dir` and its environment, `task_dir/../..` (the layout is
     /// `ENV/tasks/ID/`).
@@ -305,76 +395,12 @@ impl TaskSpec {
         }
         let file = dir.join("task.toml");
         let text = located::read_text(&file)?;
-        let toml = TomlFile {
-            path: &file,
-            text: &text,
-        };
-        let raw: RawTask = toml.parse().map_err(|p| FileError::syntax(&file, p))?;
-        let check = Check { toml: &toml };
-
-        let turns = match (&raw.prompt, &raw.turns) {
-            (Some(prompt), None) => vec![check.prompt("prompt", prompt)?],
-            (None, Some(turns)) => {
-                if turns.get_ref().is_empty() {
-                    return Err(check
-                        .invalid(
-                            "turns",
-                            turns.span(),
-                            "is empty".into(),
-                            "at least one `[[turns]]` table with a `prompt`",
-                        )
-                        .into());
-                }
-                turns
-                    .get_ref()
-                    .iter()
-                    .map(|t| check.prompt("turns.prompt", &t.prompt))
-                    .collect::<Result<Vec<_>, _>>()?
-            }
-            (Some(_), Some(turns)) => {
-                return Err(check.invalid(
-                    "turns",
-                    turns.span(),
-                    "is given along with `prompt`".into(),
-                    "either `prompt = \"...\"` for one intent or `[[turns]]` tables for a sequence, not both",
-                ).into());
-            }
-            (None, None) => {
-                return Err(FileError::Invalid {
-                    file: file.clone(),
-                    key: "prompt".into(),
-                    line: 1,
-                    problem: "is missing".into(),
-                    expected: "`prompt = \"...\"` or `[[turns]]` tables each with a `prompt`"
-                        .into(),
-                }
-                .into());
-            }
-        };
-
-        let base_time = raw
-            .base_time
-            .as_ref()
-            .map(|value| {
-                env::base_time(value).map_err(|(problem, expected)| {
-                    check.invalid("base_time", value.span(), problem, expected)
-                })
-            })
-            .transpose()?;
-
-        let verifier = check.verifier(&raw.verifier)?;
-
-        let source = raw
-            .source
-            .as_ref()
-            .map(|s| {
-                Ok::<_, TaskError>(Source {
-                    origin: check.non_empty("source.origin", &s.origin)?,
-                    id: check.non_empty("source.id", &s.id)?,
-                    license: check.non_empty("source.license", &s.license)?,
-                })
-            })
-            .transpose()?;
+        let TaskToml {
+            turns,
+            base_time,
+            verifier,
+            source,
+        } = TaskToml::parse(&file, &text)?;
 
         let files_dir = dir.join("files");
         let files = if files_dir.is_dir() {

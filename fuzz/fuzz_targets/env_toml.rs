@@ -1,0 +1,10 @@
+#![no_main]
+//! Fuzzer of `envcraft::fuzz_targets`'s entry `env_toml` (its seeds: `fuzz/seeds/env_toml/`).
+
+use envcraft::fuzz_targets::target;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let entry = target("env_toml").expect("an entry of envcraft::fuzz_targets::TARGETS");
+    entry(data);
+});

@@ -1,0 +1,10 @@
+#![no_main]
+//! Fuzzer of `envcraft::fuzz_targets`'s entry `skill_md` (its seeds: `fuzz/seeds/skill_md/`).
+
+use envcraft::fuzz_targets::target;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let entry = target("skill_md").expect("an entry of envcraft::fuzz_targets::TARGETS");
+    entry(data);
+});
