@@ -1,6 +1,6 @@
 //! MCP (the Model Context Protocol) over one session: the JSON-RPC core that `envcraft mcp`
-//! (stdio, [`crate::cli`]) and `envcraft serve` (Streamable HTTP, OpenEnv's `/mcp` and its
-//! WebSocket `mcp` messages, [`crate::server`]) share. A transport hands it one message's bytes
+//! (stdio) and `envcraft serve` (Streamable HTTP, OpenEnv's `/mcp` and its
+//! WebSocket `mcp` messages) share. A transport hands it one message's bytes
 //! and gets back what to answer; this module never reads a socket.
 //!
 //! What it promises: every message is answered as JSON-RPC 2.0 says (a parse error, an invalid

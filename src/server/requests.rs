@@ -1,6 +1,6 @@
 //! The request bodies the handlers read, parsed from their bytes alone: a JSON object, then
 //! the fields of each endpoint that takes one (`POST /v1/sessions`, `POST .../call`). The
-//! handlers call these and nothing else, so that what is fuzzed (`crate::fuzz_targets`) is
+//! handlers call these and nothing else, so that what is fuzzed (the `fuzz_targets` module) is
 //! what the server runs; every bad body is a `bad_request` or `missing_field` naming the field.
 
 use serde_json::{Map, Value, json};
