@@ -205,7 +205,7 @@ def run_one(binary, n):
     """The load at `n` sessions on a server of its own; the section's lines."""
     state = tempfile.mkdtemp(prefix="envcraft-bench-server-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     argv = [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", state,
-            "--max-sessions", str(n + 64), "--lock-wait-ms", "60000"]
+            "--max-sessions", str(n + 64), "--lock-wait-ms", "60000", "--warm-sandboxes", "8"]
     # About 9 descriptors a session, and the connections': raised past the hard limit (root).
     nofile = max(20_000, 12 * n + 8192)
     if shutil.which("prlimit") and subprocess.run(

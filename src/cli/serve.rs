@@ -64,8 +64,9 @@ pub struct ServeArgs {
     pub lock_wait_ms: u64,
     /// Sandboxes made ahead of need: this many inits of each kind a task asked for (their
     /// namespaces made, nothing given to them yet), and this many whole sandboxes of each plan
-    /// asked for more than once (at most 8 plans); creates take one instead of waiting. 0: none.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    /// asked for more than once (at most 8 plans); creates take one instead of waiting. 0 (the
+    /// default): none.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub warm_sandboxes: usize,
     /// OpenEnv's server mode: `simulation` serves /reset, /step and /state beside /ws and
     /// /mcp; `production` does not.

@@ -100,6 +100,34 @@ pub fn running() -> bool {
     MAKER.get().is_some()
 }
 
+/// End the maker (the server is stopping): its socket is shut, so it leaves its loop, and it
+/// is waited for. Later sandboxes fail with [`SandboxError::MakerGone`].
+pub fn stop() {
+    let Some(maker) = MAKER.get() else {
+        return;
+    };
+    let socket = maker
+        .socket
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _ = nix::sys::socket::shutdown(socket.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    // It leaves at once; one that does not (stuck in a clone) is killed after a bound.
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let deadline = std::time::Instant::now() + STOP_WAIT;
+    while let Ok(WaitStatus::StillAlive) = waitpid(maker.pid, Some(WaitPidFlag::WNOHANG)) {
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!("the sandbox maker did not end when asked: killing it");
+            let _ = nix::sys::signal::kill(maker.pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(maker.pid, None);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// How long [`stop`] waits for the maker to end before it kills it.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The maker's pid, when it runs.
 pub fn pid() -> Option<Pid> {
     MAKER.get().map(|m| m.pid)

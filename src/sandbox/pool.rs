@@ -40,6 +40,10 @@ struct Plans {
     by_key: HashMap<Vec<u8>, Entry>,
     /// Keys, least recently asked for first.
     recent: VecDeque<Vec<u8>>,
+    /// The server is stopping: nothing more is built or handed out.
+    closed: bool,
+    /// A sandbox is being built (outside the lock).
+    building: bool,
 }
 
 struct Entry {
@@ -84,6 +88,9 @@ pub(super) fn take(plan: &Plan, state_root: &Path) -> Option<Sandbox> {
     let pool = POOL.get()?;
     let key = serde_json::to_vec(&(plan, state_root)).ok()?;
     let mut plans = pool.lock();
+    if plans.closed {
+        return None;
+    }
     plans.touch(&key);
     let entry = plans.by_key.entry(key.clone()).or_insert_with(|| Entry {
         plan: plan.clone(),
@@ -108,6 +115,41 @@ pub(super) fn take(plan: &Plan, state_root: &Path) -> Option<Sandbox> {
     drop((dead, evicted));
     taken
 }
+
+/// Close every sandbox built ahead and build no more (the server is stopping): waits, up to
+/// [`DRAIN_WAIT`], for a build under way, which is closed too. Their directories, cgroups and
+/// processes go with them.
+pub fn drain() {
+    let Some(pool) = POOL.get() else {
+        return;
+    };
+    let mut plans = pool.lock();
+    plans.closed = true;
+    let ready: Vec<Sandbox> = plans
+        .by_key
+        .drain()
+        .flat_map(|(_, entry)| entry.ready)
+        .collect();
+    plans.recent.clear();
+    pool.wanted.notify_all();
+    let deadline = std::time::Instant::now() + DRAIN_WAIT;
+    while plans.building {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        plans = pool
+            .wanted
+            .wait_timeout(plans, left)
+            .map(|(guard, _)| guard)
+            .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+    }
+    drop(plans);
+    drop(ready);
+}
+
+/// The longest [`drain`] waits for a sandbox being built.
+pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many sandboxes are built and waiting, over all plans.
 pub fn ready() -> usize {
@@ -161,8 +203,14 @@ impl Pool {
             let (key, plan, state_root) = {
                 let mut plans = self.lock();
                 loop {
+                    if plans.closed {
+                        return;
+                    }
                     match plans.short(self.per_plan) {
-                        Some(next) => break next,
+                        Some(next) => {
+                            plans.building = true;
+                            break next;
+                        }
                         None => {
                             plans = self
                                 .wanted
@@ -174,6 +222,15 @@ impl Pool {
             };
             let built = build(&plan, &state_root);
             let mut plans = self.lock();
+            if plans.closed {
+                // Closed before the drain's wait ends: `building` is cleared only after.
+                drop(plans);
+                drop(built);
+                self.lock().building = false;
+                self.wanted.notify_all();
+                return;
+            }
+            plans.building = false;
             let Some(entry) = plans.by_key.get_mut(&key) else {
                 // Evicted while it was built: closed below, outside the lock.
                 drop(plans);

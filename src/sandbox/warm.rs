@@ -29,6 +29,10 @@ struct Kinds {
     ready: [Vec<Prestart>; 2],
     /// Whether the kind was ever asked for (only those are kept warm).
     asked: [bool; 2],
+    /// The server is stopping: nothing more is made or handed out.
+    closed: bool,
+    /// An init is being made (outside the lock).
+    making: bool,
 }
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
@@ -60,6 +64,9 @@ pub(super) fn take(network: bool) -> Option<Prestart> {
     let pool = POOL.get()?;
     let kind = usize::from(network);
     let mut state = pool.lock();
+    if state.closed {
+        return None;
+    }
     state.asked[kind] = true;
     let taken = loop {
         match state.ready[kind].pop() {
@@ -72,6 +79,32 @@ pub(super) fn take(network: bool) -> Option<Prestart> {
     drop(state);
     pool.wanted.notify_one();
     taken
+}
+
+/// End every warm init and make no more (the server is stopping); waits, up to
+/// [`super::pool::DRAIN_WAIT`], for one being made, which is ended too.
+pub fn drain() {
+    let Some(pool) = POOL.get() else {
+        return;
+    };
+    let mut state = pool.lock();
+    state.closed = true;
+    let ready: Vec<Prestart> = state.ready.iter_mut().flat_map(std::mem::take).collect();
+    pool.wanted.notify_all();
+    let deadline = std::time::Instant::now() + super::pool::DRAIN_WAIT;
+    while state.making {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        state = pool
+            .wanted
+            .wait_timeout(state, left)
+            .map(|(guard, _)| guard)
+            .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+    }
+    drop(state);
+    drop(ready);
 }
 
 /// How many warm inits are ready, of each kind (without, with a network namespace).
@@ -103,8 +136,14 @@ impl Pool {
             let network = {
                 let mut state = self.lock();
                 loop {
+                    if state.closed {
+                        return;
+                    }
                     match self.short(&state) {
-                        Some(network) => break network,
+                        Some(network) => {
+                            state.making = true;
+                            break network;
+                        }
                         None => {
                             state = self
                                 .wanted
@@ -114,7 +153,19 @@ impl Pool {
                     }
                 }
             };
-            match Prestart::clone_now(network) {
+            let made = Prestart::clone_now(network);
+            let mut state = self.lock();
+            if state.closed {
+                // Ended before the drain's wait ends: `making` is cleared only after.
+                drop(state);
+                drop(made);
+                self.lock().making = false;
+                self.wanted.notify_all();
+                return;
+            }
+            state.making = false;
+            drop(state);
+            match made {
                 Ok(init) => self.lock().ready[usize::from(network)].push(init),
                 // The maker is gone: creates fail on their own.
                 Err(e @ SandboxError::MakerGone(_)) => return log_stop(&e),

@@ -286,7 +286,13 @@ pub fn run(config: ServeConfig, session_options: SessionOptions) -> Result<(), S
     if let Some(threads) = prewarmed {
         runtime.block_on(prewarm(threads));
     }
-    runtime.block_on(serve(config, session_options, claimed, fd_limit))
+    let served = runtime.block_on(serve(config, session_options, claimed, fd_limit));
+    // What was made ahead of need goes with the server (directories, cgroups, processes),
+    // then the maker.
+    crate::sandbox::pool::drain();
+    crate::sandbox::warm::drain();
+    crate::sandbox::maker::stop();
+    served
 }
 
 /// Hold `root/serve.lock` (an exclusive `flock`, released when the server exits, however).
