@@ -176,7 +176,7 @@ pub const ROUTES: &[Route] = &[
         method: Method::Post,
         path: "/v1/mcp",
         handler: || on(Method::Post, mcp_http::entry_mcp),
-        operation: r##"{"summary": "MCP (Streamable HTTP) with a session of its own: initialize makes one of ?task=ENV/ID (&seed=N) and names it in Mcp-Session-Id", "parameters": [{"name": "task", "in": "query", "schema": {"type": "string"}}, {"name": "seed", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "the JSON-RPC response"}, "202": {"description": "a notification or response, accepted"}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}}}"##,
+        operation: r##"{"summary": "MCP (Streamable HTTP) with a session of its own: initialize makes one of ?task=ENV/ID (&seed=N) and names it in Mcp-Session-Id", "parameters": [{"name": "task", "in": "query", "schema": {"type": "string"}}, {"name": "seed", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "the JSON-RPC response"}, "202": {"description": "a notification or response, accepted"}, "400": {"description": "not a JSON-RPC message (a JSON-RPC error), or no task to make the session of (an envcraft error)"}, "404": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}}}"##,
     },
     Route {
         method: Method::Delete,
