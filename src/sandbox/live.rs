@@ -351,15 +351,8 @@ impl Sandbox {
 
     /// Whether the sandbox's init is still running (true without namespaces: there is none).
     pub fn init_alive(&self) -> bool {
-        use nix::sys::wait::{Id, WaitPidFlag, waitid};
         match &self.backend {
-            Backend::Namespaced { init, .. } => matches!(
-                waitid(
-                    Id::Pid(*init),
-                    WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
-                ),
-                Ok(WaitStatus::StillAlive)
-            ),
+            Backend::Namespaced { init, .. } => start::still_running(*init),
             Backend::Host { .. } => true,
         }
     }

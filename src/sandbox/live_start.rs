@@ -16,6 +16,19 @@ pub(super) fn write_id_maps(pid: Pid, uid: u32, gid: u32, root: bool) -> Result<
     Ok(())
 }
 
+/// Whether `pid`, a child of this process, has not ended (it is not reaped: a later wait still
+/// sees it).
+pub(super) fn still_running(pid: Pid) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    matches!(
+        waitid(
+            Id::Pid(pid),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ),
+        Ok(WaitStatus::StillAlive)
+    )
+}
+
 /// A sandbox's init, cloned before the run is planned: its namespaces, above all the network
 /// namespace (the longest to make), are made while envcraft plans, and the plan follows in
 /// [`Report::Start`] (see `child`, step 1). Dropping an unused one kills it; it has made
@@ -64,14 +77,7 @@ impl Prestart {
 
     /// Whether the init is still running (it has not exited, nor been killed).
     pub(crate) fn alive(&self) -> bool {
-        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-        matches!(
-            waitid(
-                Id::Pid(self.init),
-                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
-            ),
-            Ok(WaitStatus::StillAlive)
-        )
+        still_running(self.init)
     }
 
     /// The init and our end of its channel, for the sandbox it becomes.
