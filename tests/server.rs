@@ -197,8 +197,17 @@ fn http(port: u16, method: &str, path: &str, body: Option<&str>, headers: &[&str
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let body = body.unwrap_or("");
+    // The default `Host`, unless the caller gives its own.
+    let host = if headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        String::new()
+    } else {
+        format!("Host: 127.0.0.1:{port}\r\n")
+    };
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\n{host}Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
         body.len()
     );
     for h in headers {
@@ -418,6 +427,82 @@ fn a_token_file_guards_v1_only() {
     for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
         assert_eq!(server.get(path).status, 200, "{path}");
     }
+}
+
+#[test]
+fn requests_naming_another_host_or_origin_are_refused_before_auth() {
+    // DNS rebinding: a page of evil.example.com whose name now resolves to 127.0.0.1.
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    fs::write(&token, "s3cret-token\n").unwrap();
+    let server = Server::start(&["--token-file", token.to_str().unwrap()]);
+    let auth = "Authorization: Bearer s3cret-token";
+    for (path, method, body) in [
+        ("/v1/tasks", "GET", None),
+        ("/v1/sessions", "POST", Some(r#"{"task": "example/hello"}"#)),
+        ("/healthz", "GET", None),
+        ("/mcp", "POST", Some("{}")),
+    ] {
+        let r = http(
+            server.port,
+            method,
+            path,
+            body,
+            &[auth, "Host: evil.example.com:80"],
+        );
+        r.assert_error(403, "forbidden_host");
+        assert!(r.body.contains("evil.example.com:80"), "{}", r.body);
+        let origin = "Origin: http://evil.example.com";
+        http(server.port, method, path, body, &[auth, origin]).assert_error(403, "forbidden_host");
+    }
+    // A browser's WebSocket from another origin never reaches a session.
+    let upgrade = [
+        "Host: 127.0.0.1",
+        "Origin: https://evil.example.com",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Version: 13",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    ];
+    http(server.port, "GET", "/ws", None, &upgrade).assert_error(403, "forbidden_host");
+    // Loopback names, with their port or without, and a same-origin page are answered.
+    for host in ["Host: localhost", "Host: [::1]:1", "Host: 127.0.0.1:9"] {
+        let r = http(server.port, "GET", "/v1/tasks", None, &[auth, host]);
+        assert_eq!(r.status, 200, "{host}: {}", r.body);
+    }
+    let same = format!("Origin: http://localhost:{}", server.port);
+    assert_eq!(
+        http(server.port, "GET", "/v1/tasks", None, &[auth, &same]).status,
+        200
+    );
+    drop(server);
+    // --allow-host names one more; '*' turns the checks off.
+    let server = Server::start(&["--allow-host", "envcraft.internal"]);
+    let r = http(
+        server.port,
+        "GET",
+        "/v1/tasks",
+        None,
+        &["Host: envcraft.internal:8080"],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    http(
+        server.port,
+        "GET",
+        "/v1/tasks",
+        None,
+        &["Host: evil.example.com"],
+    )
+    .assert_error(403, "forbidden_host");
+    let server = Server::start(&["--allow-host", "*"]);
+    let r = http(
+        server.port,
+        "GET",
+        "/v1/tasks",
+        None,
+        &["Host: evil.example.com"],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
 }
 
 #[test]

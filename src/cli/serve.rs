@@ -75,6 +75,10 @@ pub struct ServeArgs {
     /// The task (ENV/ID) of an OpenEnv reset that names none.
     #[arg(long, value_name = "ENV/ID")]
     pub openenv_task: Option<String>,
+    /// A name requests may give as their Host or Origin besides loopback names and the listen
+    /// address (repeatable; `*` turns the DNS-rebinding checks off, e.g. behind a proxy).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
 }
 
 pub fn run(args: ServeArgs) -> Result<i32, Error> {
@@ -105,6 +109,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
             _ => server::openenv::Mode::Simulation,
         },
         openenv_task: args.openenv_task,
+        allow_hosts: args.allow_hosts,
     };
     let options = SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.path)?,

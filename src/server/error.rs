@@ -50,6 +50,11 @@ impl ApiError {
         )
     }
 
+    /// A request whose `Host` or `Origin` does not name this server (see `hosts`).
+    pub fn forbidden_host(message: String) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden_host", message)
+    }
+
     pub fn session_not_found() -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,

@@ -24,6 +24,7 @@ pub mod connections;
 pub mod episode;
 pub mod error;
 pub mod handlers;
+pub mod hosts;
 pub mod inline;
 pub mod mcp_http;
 pub mod metrics;
@@ -127,6 +128,9 @@ pub struct ServeConfig {
     pub openenv_mode: openenv::Mode,
     /// The task of an OpenEnv `reset` that names none.
     pub openenv_task: Option<String>,
+    /// Names a request's `Host` or `Origin` may give besides loopback and the listen address
+    /// (`*`: any; see [`hosts`]).
+    pub allow_hosts: Vec<String>,
 }
 
 /// Shared by every request.
@@ -135,6 +139,8 @@ pub struct AppState {
     pub session_options: SessionOptions,
     pub registry: Registry,
     pub metrics: Metrics,
+    /// The `Host` and `Origin` a request may carry.
+    pub hosts: hosts::Hosts,
     draining: AtomicBool,
     /// Requests being handled, and a wake-up when that drops.
     in_flight: AtomicUsize,
@@ -185,6 +191,9 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
 }
 
 async fn guarded(state: &AppState, request: Request, next: Next) -> Response {
+    if let Err(refused) = judge_hosts(&state.hosts, &request) {
+        return ApiError::forbidden_host(refused.message()).into_response();
+    }
     if routes::needs_token(request.uri().path())
         && let Some(token) = &state.config.token
     {
@@ -209,6 +218,18 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Response {
         Ok(response) => response,
         Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
     }
+}
+
+/// The request's `Host` (or its URI's authority, in HTTP/2) and `Origin`, judged.
+fn judge_hosts(hosts: &hosts::Hosts, request: &Request) -> Result<(), hosts::Refusal> {
+    let header = |name| {
+        request
+            .headers()
+            .get(name)
+            .map(|v: &header::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let host = header(header::HOST).or_else(|| request.uri().authority().map(|a| a.to_string()));
+    hosts.judge(host.as_deref(), header(header::ORIGIN).as_deref())
 }
 
 /// The token of an `Authorization: Bearer TOKEN` value (the scheme in any case).
@@ -406,6 +427,7 @@ async fn serve(
     {
         tracing::warn!(error = %e, "no sandboxes built ahead: cannot start their threads");
     }
+    let config_hosts = config.allow_hosts.clone();
     let state = Arc::new(AppState {
         registry: Registry::new(
             config.max_sessions,
@@ -414,6 +436,7 @@ async fn serve(
         config,
         session_options,
         metrics: Metrics::default(),
+        hosts: hosts::Hosts::new(addr.ip(), &config_hosts),
         draining: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         idle: Notify::new(),

@@ -44,6 +44,7 @@ const HEAD: &str = r##"{
                   "bad_request",
                   "missing_field",
                   "unauthorized",
+                  "forbidden_host",
                   "session_not_found",
                   "task_not_found",
                   "not_found",
@@ -155,7 +156,14 @@ fn build(mode: Mode) -> String {
     let mut doc: Value = serde_json::from_str(HEAD).unwrap_or_else(|_| Value::Object(Map::new()));
     let mut paths = Map::new();
     for route in served(mode) {
-        let operation: Value = serde_json::from_str(route.operation).unwrap_or(Value::Null);
+        let mut operation: Value = serde_json::from_str(route.operation).unwrap_or(Value::Null);
+        // Every route may answer 403 `forbidden_host` (see `hosts`), before its own handler.
+        if let Some(Value::Object(responses)) = operation.get_mut("responses") {
+            responses.insert(
+                "403".into(),
+                serde_json::json!({"$ref": "#/components/responses/Error"}),
+            );
+        }
         let item = paths
             .entry(route.path)
             .or_insert_with(|| Value::Object(Map::new()));
