@@ -135,6 +135,8 @@ fn origin_host(origin: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     fn loopback() -> Hosts {
