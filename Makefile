@@ -12,7 +12,7 @@ DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
 # default state root: the image is ~300 MB). Environments that name no image:
 OFFICE_CACHE := $(TARGET_DIR)/images
 OFFICE_STATE := $(abspath $(TARGET_DIR))/office-state
-HOST_ROOT_ENVS := $(filter-out workspaces/office/,$(sort $(wildcard workspaces/*/)))
+HOST_ROOT_ENVS := $(filter-out workspaces/office,$(patsubst %/env.toml,%,$(sort $(wildcard workspaces/*/env.toml))))
 
 .PHONY: all build run test lint bench soak fuzz clean image-debian office-image office-files
 
@@ -29,13 +29,14 @@ build:
 # other environments run as ever.
 run: build
 	$(ENVCRAFT) doctor
-	@if sh workspaces/office/image.sh $(ENVCRAFT) $(OFFICE_STATE) $(OFFICE_CACHE); then \
+	@rc=0; sh workspaces/office/image.sh $(ENVCRAFT) $(OFFICE_STATE) $(OFFICE_CACHE) || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
 	  echo "ENVCRAFT_STATE_DIR=$(OFFICE_STATE) $(ENVCRAFT) suite workspaces --jobs 2"; \
 	  ENVCRAFT_STATE_DIR=$(OFFICE_STATE) $(ENVCRAFT) suite workspaces --jobs 2; \
-	else \
-	  echo "$(ENVCRAFT) suite $(HOST_ROOT_ENVS) --jobs 2"; \
+	elif [ $$rc -eq 3 ]; then \
+	  echo "$(ENVCRAFT) suite workspaces/... (every environment but office) --jobs 2"; \
 	  $(ENVCRAFT) suite $(HOST_ROOT_ENVS) --jobs 2; \
-	fi
+	else exit $$rc; fi
 
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
