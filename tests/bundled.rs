@@ -109,7 +109,7 @@ fn the_office_environment_passes_the_audit_over_its_image() {
         &state,
         &["audit", "workspaces/office", "--json", "--jobs", "2"],
     );
-    assert_audit_clean(code, &report, &err, 6);
+    assert_audit_clean(code, &report, &err, 8);
     let tasks = report["tasks"].as_array().unwrap();
     assert!(tasks.iter().all(|t| t["env"] == "office"), "{report}");
 }
@@ -174,7 +174,7 @@ fn the_noop_agent_scores_zero_on_every_office_task() {
     );
     assert_noop_passes_nothing(code, &report, &err);
     let tasks = report["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 6, "{report}");
+    assert_eq!(tasks.len(), 8, "{report}");
     for t in tasks {
         assert_eq!(t["reward"].as_f64(), Some(0.0), "{t}");
     }

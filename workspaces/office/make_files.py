@@ -273,6 +273,46 @@ def offer_template():
     return doc
 
 
+MINUTES_PRESENT = [("Ruth Calder", "RC"), ("Gareth Booth", "GB"), ("Ellie Crabtree", "EC"),
+                   ("Priya Lodge", "PL")]
+MINUTES_ACTIONS = [
+    # action, owner's initials, due, status
+    ("Order the spring stock of gravel tyres", "GB", "3 April 2026", "Done"),
+    ("Book the Halifax shop-front repair", "EC", "8 April 2026", "Open"),
+    ("Draft the summer workshop rota", "PL", "17 April 2026", "Open"),
+    ("Renew the public liability insurance", "RC", "30 April 2026", "Open"),
+    ("Price up a second workshop stand", "GB", "10 April 2026", "Open"),
+    ("Send the March figures to the accountant", "RC", "7 April 2026", "Open"),
+    ("Reorder the branded bottles", "EC", "27 March 2026", "Done"),
+    ("Set up the e-bike demo day at Todmorden", "PL", "10 April 2026", "Open"),
+]
+
+
+def minutes_document():
+    doc = docx.Document()
+    doc.add_heading("Managers' meeting, 30 March 2026", level=1)
+    doc.add_paragraph("Present: " + ", ".join(f"{n} ({i})" for n, i in MINUTES_PRESENT) + ".")
+    doc.add_heading("Notes", level=2)
+    for text in (
+        "March closed ahead of last year at all three branches; Hebden Bridge sold two gravel "
+        "bikes in the last week.",
+        "Pennine Bike Parts' new prices came in before the date on their price list: check "
+        "their invoices against the list before paying.",
+        "The seasonal mechanics start in May; offer letters to go out on 6 April.",
+    ):
+        doc.add_paragraph(text, style="List Bullet")
+    doc.add_heading("Actions", level=2)
+    table = doc.add_table(rows=1, cols=5)
+    table.style = "Table Grid"
+    for cell, text in zip(table.rows[0].cells, ["No.", "Action", "Owner", "Due", "Status"]):
+        cell.text = text
+    for n, (action, owner, due, status) in enumerate(MINUTES_ACTIONS, start=1):
+        for cell, text in zip(table.add_row().cells, [str(n), action, owner, due, status]):
+            cell.text = text
+    doc.add_paragraph("Next meeting: Monday 27 April 2026, 08:30, Hebden Bridge.")
+    return doc
+
+
 # --- PDFs, written by hand -----------------------------------------------------------------
 
 def pdf_text(s):
@@ -470,6 +510,7 @@ def main(out):
     save_workbook(ledger_workbook(), os.path.join(files, "finance/purchase-ledger.xlsx"))
     save_workbook(starters_workbook(), os.path.join(files, "hr/new-starters.xlsx"))
     save_document(offer_template(), os.path.join(files, "templates/offer-letter.docx"))
+    save_document(minutes_document(), os.path.join(files, "meetings/2026-03-30-managers.docx"))
     write_pdf(os.path.join(files, "suppliers/price-list-2026.pdf"), price_list_pages())
     write_pdf(os.path.join(files, "suppliers/invoice-PBP-4471.pdf"), invoice_pages())
     # The graders' own copies of the inputs they compare against.
@@ -477,6 +518,7 @@ def main(out):
         "fix-budget-totals": ["finance/budget-2026.xlsx"],
         "ledger-entry": ["finance/purchase-ledger.xlsx"],
         "offer-letters": ["hr/new-starters.xlsx", "templates/offer-letter.docx"],
+        "branch-report-docx": ["sales/orders-2026-03.xlsx"],
     }
     for task, paths in graders.items():
         for rel in paths:
