@@ -27,17 +27,20 @@ if [ ! -f "$tar" ] || [ "$(cat "$inputs" 2>/dev/null)" != "$suite $packages" ]; 
   echo "office: building its image from Debian's packages ($packages) with mmdebstrap;" \
     "once, a few minutes, kept in $tar" >&2
   mkdir -p "$cache"
-  rm -f "$tar.partial"
+  # A tar of this call's own, renamed whole: a killed or concurrent build leaves no half tar.
+  part=$tar.partial.$$
+  trap 'rm -f "$part"' EXIT
+  trap 'exit 130' INT TERM
   # mmdebstrap prints a line per stage (I: downloading packages..., I: extracting...): the
   # progress. No mirror is named: Debian's default one, reached through apt as configured.
-  if ! mmdebstrap --variant=minbase --format=tar --include="$packages" "$suite" "$tar.partial" \
+  if ! mmdebstrap --variant=minbase --format=tar --include="$packages" "$suite" "$part" \
       </dev/null; then
-    rm -f "$tar.partial"
     echo "office: skipped: mmdebstrap could not build its image (see above: can apt reach" \
       "Debian's mirror?); retry with make office-image" >&2
     exit 3
   fi
-  mv "$tar.partial" "$tar"
+  mv "$part" "$tar"
+  trap - EXIT INT TERM
   echo "$suite $packages" >"$inputs"
   rm -f "$imported"
 fi
