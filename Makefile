@@ -9,7 +9,8 @@ PYVENV := target/pyvenv
 DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
 # The office environment's image (workspaces/office/image.sh): the mmdebstrap tar is kept in
 # OFFICE_CACHE, the imported image in OFFICE_STATE's store (on disk, not the memory-backed
-# default state root: the image is ~300 MB). Environments that name no image:
+# default state root: the image is ~300 MB). The bundled environments but office, for when its
+# image cannot be made here:
 OFFICE_CACHE := $(TARGET_DIR)/images
 OFFICE_STATE := $(abspath $(TARGET_DIR))/office-state
 HOST_ROOT_ENVS := $(filter-out workspaces/office,$(patsubst %/env.toml,%,$(sort $(wildcard workspaces/*/env.toml))))
