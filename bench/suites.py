@@ -3,7 +3,8 @@
 
     python3 bench/suites.py ENVCRAFT_BINARY [RESULTS_MD]
 
-- the bundled suite (`envcraft suite workspaces`, reference agent) with `--jobs 1` and
+- the bundled suite (`envcraft suite workspaces/...`, reference agent, the environments over
+  the host's root: an image's environment needs its image built first) with `--jobs 1` and
   `--jobs 2`: tasks per second and the time per task split into session create, tool calls,
   verify and cleanup; the peer is the suite itself at one job (how well two jobs scale);
 - the foreign fixture sets (`../shared/fixtures/clawgym`, `pinchbench`): `envcraft import`
@@ -27,6 +28,18 @@ from report import publish, timed
 RUNS = 5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")
+
+
+def host_root_envs():
+    """The bundled environments whose env.toml names no image (workspaces/office does)."""
+    envs = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "workspaces"))):
+        path = os.path.join(ROOT, "workspaces", name, "env.toml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                if not any(re.match(r"\s*image\s*=", line) for line in f):
+                    envs.append(os.path.join("workspaces", name))
+    return envs
 
 
 def suite(binary, paths, jobs, agent):
@@ -72,8 +85,8 @@ def main():
     out = ["### E. Suites (one run each)", ""]
 
     # The bundled suite, one job then two.
-    w1, r1 = suite(binary, ["workspaces"], 1, "reference")
-    w2, r2 = suite(binary, ["workspaces"], 2, "reference")
+    w1, r1 = suite(binary, host_root_envs(), 1, "reference")
+    w2, r2 = suite(binary, host_root_envs(), 2, "reference")
     out += [
         "The bundled suite, reference agent (per task: mean ms).",
         "",
