@@ -45,6 +45,14 @@ pub fn session_error(what: &str, e: &SessionError) -> ApiError {
     match e {
         // Names the task only.
         SessionError::NoExpected { .. } => ApiError::internal(format!("{what}: {e}")),
+        // The server's store lacks the environment's image: for its operator to import.
+        SessionError::Image { source, .. }
+            if matches!(**source, crate::image::StoreError::NoImage { .. }) =>
+        {
+            ApiError::image_not_found(format!(
+                "{what}: {e}: {source}; import it into the server's state root (envcraft image import ... with the server's --state-dir)"
+            ))
+        }
         _ => ApiError::internal(format!("{what}: see the server's log")),
     }
 }

@@ -55,6 +55,11 @@ impl ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden_host", message)
     }
 
+    /// A task whose environment runs over an image the server's store does not hold.
+    pub fn image_not_found(message: String) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "image_not_found", message)
+    }
+
     pub fn session_not_found() -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,

@@ -45,6 +45,7 @@ const HEAD: &str = r##"{
                   "missing_field",
                   "unauthorized",
                   "forbidden_host",
+                  "image_not_found",
                   "session_not_found",
                   "task_not_found",
                   "not_found",

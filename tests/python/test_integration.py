@@ -57,6 +57,10 @@ def test_reference_solution_replayed_over_http_scores_one(real_server):
         changes = s.diff()
         assert "archive/1.txt" in changes["added"] and "inbox/1.txt" in changes["deleted"]
         sid = s.id
+    # The office environment runs over an image this server's fresh store does not hold.
+    with pytest.raises(envcraft.ImageNotFound) as e:
+        client.create("office/branch-revenue")
+    assert e.value.status == 503 and "office" in str(e.value), e.value
     with pytest.raises(envcraft.SessionNotFound):
         envcraft.Session(client, envcraft.client.SessionInfo(sid, TASK, None, None, [], 0)).verify()
 

@@ -19,6 +19,8 @@ __all__ = [
     "NotFound",
     "SessionNotFound",
     "TaskNotFound",
+    "ForbiddenHost",
+    "ImageNotFound",
     "InvalidTransition",
     "PayloadTooLarge",
     "TooManySessions",
@@ -82,6 +84,16 @@ class TaskNotFound(NotFound):
     """404: no such task under the server's workspaces."""
 
 
+class ForbiddenHost(EnvcraftError):
+    """403: the request's ``Host`` or ``Origin`` does not name the server (its guard against
+    DNS rebinding); reach it by a loopback name or its listen address, or start it with
+    ``--allow-host NAME``."""
+
+
+class ImageNotFound(EnvcraftError):
+    """503: the task's environment runs over an image the server's store does not hold."""
+
+
 class InvalidTransition(EnvcraftError):
     """409: the session cannot do that now (e.g. ``next_turn`` after the last turn)."""
 
@@ -138,6 +150,8 @@ CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
     "session_not_found": SessionNotFound,
     "task_not_found": TaskNotFound,
     "invalid_transition": InvalidTransition,
+    "forbidden_host": ForbiddenHost,
+    "image_not_found": ImageNotFound,
     "payload_too_large": PayloadTooLarge,
     "too_many_sessions": TooManySessions,
     "capacity": CapacityExceeded,
@@ -152,6 +166,7 @@ CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
 _STATUS_ERRORS: Dict[int, Type[EnvcraftError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: ForbiddenHost,
     404: NotFound,
     409: InvalidTransition,
     413: PayloadTooLarge,
