@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::task_args::{SessionArgs, TaskArgs};
 use crate::cli::error::Error;
 use crate::mcp::{self, Incoming, RpcError};
+use crate::sandbox::cancel::Cancel;
 use crate::session::Session;
 
 /// The largest message read from stdin (a line); a longer one is answered with an invalid
@@ -86,9 +87,55 @@ enum Read {
     Answer(Value),
 }
 
-/// The reader: lines to messages; cancellations noted in `cancelled` at once (so that a
-/// request still queued is skipped, and one running has its answer dropped).
-fn read_input(sender: mpsc::Sender<Read>, cancelled: Arc<Mutex<HashSet<String>>>) {
+/// What the reader and the main thread share of cancellations: the ids cancelled, the request
+/// running, and the handle that kills its command.
+struct Cancellations {
+    cancelled: Mutex<HashSet<String>>,
+    running: Mutex<Option<String>>,
+    cancel: Option<Arc<Cancel>>,
+}
+
+impl Cancellations {
+    /// Note `id` cancelled; if it is the request running, kill its command.
+    fn cancel(&self, id: String) {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.as_deref() == Some(id.as_str())
+            && let Some(cancel) = &self.cancel
+        {
+            cancel.fire();
+        }
+        self.cancelled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+    }
+
+    /// Whether `id` was cancelled (forgetting it).
+    fn take(&self, id: &Value) -> bool {
+        self.cancelled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id.to_string())
+    }
+
+    /// Mark `id` running (`None`: none), forgetting any earlier firing of the handle.
+    fn set_running(&self, id: Option<&Value>) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        *running = id.map(Value::to_string);
+        if let Some(cancel) = &self.cancel {
+            cancel.reset();
+            // Cancelled between the check before the call and now: kill it as it starts.
+            let cancelled = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
+            if running.as_ref().is_some_and(|id| cancelled.contains(id)) {
+                cancel.fire();
+            }
+        }
+    }
+}
+
+/// The reader: lines to messages; cancellations noted at once (so that a request still queued
+/// is skipped, and one running has its command killed and its answer dropped).
+fn read_input(sender: mpsc::Sender<Read>, cancellations: Arc<Cancellations>) {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     loop {
@@ -102,10 +149,7 @@ fn read_input(sender: mpsc::Sender<Read>, cancelled: Arc<Mutex<HashSet<String>>>
                     if method == "notifications/cancelled"
                         && let Some(id) = params.get("requestId")
                     {
-                        cancelled
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(id.to_string());
+                        cancellations.cancel(id.to_string());
                     }
                     continue;
                 }
@@ -140,18 +184,21 @@ pub fn run(args: McpArgs) -> Result<i32, Error> {
     options.seed = args.seed;
     let mut session = Session::create(&task, &options)?;
     tracing::info!(session = %session.id(), task = %format!("{}/{}", task.env.name, task.id), "serving MCP on stdio");
-    let cancelled = Arc::new(Mutex::new(HashSet::new()));
+    let cancel = session
+        .canceller()
+        .map_err(|e| tracing::warn!(error = %e, "cancelled calls will run to their end"))
+        .ok();
+    let cancellations = Arc::new(Cancellations {
+        cancelled: Mutex::new(HashSet::new()),
+        running: Mutex::new(None),
+        cancel,
+    });
     let (sender, receiver) = mpsc::channel();
-    let reader_cancelled = cancelled.clone();
+    let reader = cancellations.clone();
     // Not joined: it may be blocked on stdin when the main thread ends.
-    std::thread::spawn(move || read_input(sender, reader_cancelled));
+    std::thread::spawn(move || read_input(sender, reader));
     let mut out = std::io::stdout().lock();
-    let is_cancelled = |id: &Value| {
-        cancelled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id.to_string())
-    };
+    let is_cancelled = |id: &Value| cancellations.take(id);
     let outcome = (|| -> Result<(), Error> {
         for read in receiver {
             match read {
@@ -160,7 +207,9 @@ pub fn run(args: McpArgs) -> Result<i32, Error> {
                     if is_cancelled(&id) {
                         continue;
                     }
+                    cancellations.set_running(Some(&id));
                     let result = mcp::answer(&mut session, &method, &params);
+                    cancellations.set_running(None);
                     if is_cancelled(&id) {
                         continue;
                     }

@@ -118,6 +118,8 @@ pub struct ExecResult {
     /// The kernel's OOM killer ended it (SIGKILL as the sandbox's memory limit was reached);
     /// the sandbox itself lives on.
     pub oom_killed: bool,
+    /// Its caller cancelled it (see [`super::cancel`]): killed with its process group.
+    pub cancelled: bool,
 }
 
 enum Backend {
@@ -161,6 +163,8 @@ pub struct Sandbox {
     ready: bool,
     /// Commands started with [`Sandbox::spawn`].
     background: Vec<Background>,
+    /// The handle that cancels the foreground command, once one was asked for.
+    cancel: Option<std::sync::Arc<super::cancel::Cancel>>,
 }
 
 fn append_capped(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> bool {
@@ -291,6 +295,7 @@ impl Sandbox {
             pending: Vec::new(),
             ready: true,
             background: Vec::new(),
+            cancel: None,
         })
     }
 

@@ -110,6 +110,17 @@ impl Sandbox {
     }
 
     /// Kill background command `id` and its process group; false if there is none.
+    /// The handle that cancels the command this sandbox runs in the foreground (made on the
+    /// first ask; see [`crate::sandbox::cancel`]).
+    pub fn cancel_handle(&mut self) -> io::Result<std::sync::Arc<crate::sandbox::cancel::Cancel>> {
+        if let Some(cancel) = &self.cancel {
+            return Ok(cancel.clone());
+        }
+        let cancel = std::sync::Arc::new(crate::sandbox::cancel::Cancel::new()?);
+        self.cancel = Some(cancel.clone());
+        Ok(cancel)
+    }
+
     pub fn kill_background(&mut self, id: u64) -> bool {
         let Some(b) = self.background.iter().find(|b| b.id == id) else {
             return false;
@@ -182,9 +193,20 @@ impl Sandbox {
             Backend::Host { .. } => None,
         };
         let direct_pid = direct.as_ref().map(|(p, _)| *p);
+        let cancel = self.cancel.clone();
         loop {
             let now = Instant::now();
-            if ended_at.is_none() && now >= deadline && !r.timed_out {
+            let cancelled = cancel.as_ref().is_some_and(|c| c.is_fired());
+            if ended_at.is_none() && cancelled && !r.cancelled && !r.timed_out {
+                r.cancelled = true;
+                self.signal(id, direct_pid, Signal::SIGKILL);
+                if let Some(cg) = &self.cgroup
+                    && direct.is_some()
+                {
+                    cg.kill_all();
+                }
+            }
+            if ended_at.is_none() && now >= deadline && !r.timed_out && !r.cancelled {
                 r.timed_out = true;
                 self.signal(id, direct_pid, Signal::SIGKILL);
                 if let Some(cg) = &self.cgroup
@@ -200,7 +222,7 @@ impl Sandbox {
             }
             let wait_until = match ended_at {
                 Some(t) => t + grace,
-                None if r.timed_out => now + Duration::from_secs(5),
+                None if r.timed_out || r.cancelled => now + Duration::from_secs(5),
                 None => deadline,
             };
             let timeout_ms = wait_until
@@ -208,8 +230,8 @@ impl Sandbox {
                 .as_millis()
                 .clamp(1, 60_000) as i32;
             let channel = self.channel();
-            let mut fds = Vec::with_capacity(5);
-            let mut slots = [usize::MAX; 5];
+            let mut fds = Vec::with_capacity(6);
+            let mut slots = [usize::MAX; 6];
             if channel_open {
                 slots[4] = 0;
                 fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
@@ -227,6 +249,11 @@ impl Sandbox {
             if let Some((_, pidfd)) = &direct {
                 slots[3] = fds.len();
                 fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            }
+            // Woken by a cancel (once taken, `r.cancelled` keeps it from spinning the loop).
+            if let Some(cancel) = cancel.as_ref().filter(|_| !r.cancelled) {
+                slots[5] = fds.len();
+                fds.push(PollFd::new(cancel.wake_fd(), PollFlags::POLLIN));
             }
             match poll(
                 &mut fds,

@@ -213,6 +213,7 @@ impl Sandbox {
             pending: Vec::new(),
             ready: false,
             background: Vec::new(),
+            cancel: None,
         };
         // From here on, dropping `sandbox` kills the init and cleans up.
         let Backend::Namespaced { channel, .. } = &sandbox.backend else {

@@ -23,6 +23,7 @@
 //! Restrictions are applied only in the cloned processes, never in envcraft itself.
 //! [`execute`] must be called from a single-threaded process (the CLI is one).
 
+pub mod cancel;
 pub mod cgroup;
 pub mod channel;
 pub mod child;

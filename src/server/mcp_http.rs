@@ -42,6 +42,18 @@ pub async fn answer(
     method: String,
     params: Map<String, Value>,
 ) -> Result<Value, RpcError> {
+    answer_request(state, id, None, method, params).await
+}
+
+/// Answer request `rpc_id` (when it has one: then a `notifications/cancelled` naming it kills
+/// its command, see [`cancel`]) with `params` on session `id`.
+async fn answer_request(
+    state: &AppState,
+    id: &str,
+    rpc_id: Option<&Value>,
+    method: String,
+    params: Map<String, Value>,
+) -> Result<Value, RpcError> {
     if let Some(answer) = mcp::answer_without_session(&method) {
         return answer;
     }
@@ -54,8 +66,21 @@ pub async fn answer(
                 .map(str::to_owned)
         })
         .flatten();
+    let entry = match (&tool, rpc_id) {
+        (Some(_), Some(rpc_id)) => state.registry.get(id).ok().map(|e| (e, rpc_id.to_string())),
+        _ => None,
+    };
     let result = episode::with_session(state, id, move |session| {
-        mcp::answer(session, &method, &params)
+        let Some((entry, rpc_id)) = entry else {
+            return mcp::answer(session, &method, &params);
+        };
+        match session.canceller() {
+            Ok(cancel) => entry.begin_call(rpc_id, cancel),
+            Err(e) => tracing::warn!(error = %e, "this call cannot be cancelled"),
+        }
+        let answer = mcp::answer(session, &method, &params);
+        entry.end_call();
+        answer
     })
     .await
     .map_err(|e| rpc_error(&e))?;
@@ -75,11 +100,25 @@ pub async fn dispatch(state: &AppState, id: &str, message: Incoming) -> Option<V
             params,
         } => Some(mcp::response(
             &rpc_id,
-            answer(state, id, method, params).await,
+            answer_request(state, id, Some(&rpc_id), method, params).await,
         )),
-        // Cancellation: a call already running finishes (its sandbox's limits bound it); the
-        // client has stopped waiting for its answer.
-        Incoming::Notification { .. } | Incoming::Response => None,
+        Incoming::Notification { method, params } => {
+            if method == "notifications/cancelled" {
+                cancel(state, id, &params);
+            }
+            None
+        }
+        Incoming::Response => None,
+    }
+}
+
+/// `notifications/cancelled` on session `id`: the call of the request it names, when it runs
+/// now, has its command killed with its process group (the call then answers `cancelled`,
+/// an answer the client no longer waits for); a request not running is not affected.
+fn cancel(state: &AppState, id: &str, params: &Map<String, Value>) {
+    if let (Some(rpc_id), Ok(entry)) = (params.get("requestId"), state.registry.get(id)) {
+        let killed = entry.cancel_call(&rpc_id.to_string());
+        tracing::debug!(session = id, request = %rpc_id, killed, "MCP cancellation");
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::capacity::Headroom;
 use super::error::ApiError;
+use crate::sandbox::cancel::Cancel;
 use crate::session::Session;
 
 /// One open session. `None` once it is closed (a request that found the entry just before it
@@ -21,12 +22,46 @@ pub struct Entry {
     pub tools: Vec<String>,
     /// Milliseconds since the registry's start at the last request.
     last_used_ms: AtomicU64,
+    /// The MCP request whose call runs on the session now, and the handle that kills its
+    /// command (see [`Entry::cancel_call`]).
+    running: Mutex<Option<(String, Arc<Cancel>)>>,
 }
 
 /// The session of an entry, locked.
 pub type Locked = OwnedMutexGuard<Option<Session>>;
 
 impl Entry {
+    /// Note that MCP request `rpc_id`'s call runs now (an earlier firing of `cancel` forgotten).
+    pub fn begin_call(&self, rpc_id: String, cancel: Arc<Cancel>) {
+        cancel.reset();
+        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = Some((rpc_id, cancel));
+    }
+
+    /// The call that [`Entry::begin_call`] noted ended.
+    pub fn end_call(&self) {
+        if let Some((_, cancel)) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            cancel.reset();
+        }
+    }
+
+    /// Cancel MCP request `rpc_id`'s call if it runs now (its command is killed); whether it
+    /// did.
+    pub fn cancel_call(&self, rpc_id: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.as_ref() {
+            Some((id, cancel)) if id == rpc_id => {
+                cancel.fire();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Lock the session, waiting at most `wait` (else `lock_timeout`).
     pub async fn lock(&self, wait: Duration) -> Result<Locked, ApiError> {
         tokio::time::timeout(wait, self.session.clone().lock_owned())
@@ -113,6 +148,7 @@ impl Registry {
             session: Arc::new(AsyncMutex::new(Some(session))),
             tools,
             last_used_ms: AtomicU64::new(self.now_ms()),
+            running: Mutex::new(None),
         };
         self.map().insert(id.clone(), Arc::new(entry));
         id

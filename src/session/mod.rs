@@ -365,6 +365,12 @@ impl Session {
         &self.id
     }
 
+    /// The handle that cancels the command a call of this session runs in the foreground
+    /// (see [`crate::sandbox::cancel`]), made on the first ask.
+    pub fn canceller(&mut self) -> std::io::Result<std::sync::Arc<crate::sandbox::cancel::Cancel>> {
+        self.sandbox.cancel_handle()
+    }
+
     pub fn action_index(&self) -> u64 {
         self.action_index
     }

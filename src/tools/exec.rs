@@ -128,6 +128,12 @@ pub fn call(
     }
     match sandbox.exec(&request) {
         Ok(r) => {
+            if r.cancelled {
+                return ToolError::cancelled(
+                    "the call was cancelled by its caller: the command was killed with its process group",
+                )
+                .into();
+            }
             if r.timed_out {
                 return ToolError::timeout(format!(
                     "the command ran past {} s and was killed with its process group",

@@ -29,6 +29,8 @@ pub enum ErrorCategory {
     TooLarge,
     /// The call ran past its time limit.
     Timeout,
+    /// The caller gave up on the call (an MCP client's cancellation): its command was killed.
+    Cancelled,
     /// The session is not in a state where this call is allowed; the message says which state
     /// it is in and why.
     InvalidTransition,
@@ -53,6 +55,7 @@ impl ErrorCategory {
             ErrorCategory::Permission => "permission",
             ErrorCategory::TooLarge => "too_large",
             ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Cancelled => "cancelled",
             ErrorCategory::InvalidTransition => "invalid_transition",
             ErrorCategory::LockTimeout => "lock_timeout",
             ErrorCategory::SessionNotFound => "session_not_found",
@@ -113,6 +116,10 @@ impl ToolError {
     }
 
     /// `state` is the current state; `why` says why the call is not allowed in it.
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        ToolError::new(ErrorCategory::Cancelled, message)
+    }
+
     pub fn invalid_transition(state: &str, why: &str) -> Self {
         Self::new(
             ErrorCategory::InvalidTransition,
@@ -310,6 +317,7 @@ mod tests {
             (ErrorCategory::Permission, "permission"),
             (ErrorCategory::TooLarge, "too_large"),
             (ErrorCategory::Timeout, "timeout"),
+            (ErrorCategory::Cancelled, "cancelled"),
             (ErrorCategory::InvalidTransition, "invalid_transition"),
             (ErrorCategory::LockTimeout, "lock_timeout"),
             (ErrorCategory::SessionNotFound, "session_not_found"),
