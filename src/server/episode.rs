@@ -151,22 +151,60 @@ pub async fn call(
     tool: String,
     args: Value,
 ) -> Result<Value, ApiError> {
-    let offered = state.registry.get(id)?.tools.contains(&tool);
+    call_within(state, id, tool, args, None).await
+}
+
+/// [`call`], and past `limit` (when given) the call's command is killed with its process
+/// group (the result is then a `cancelled` tool error; see [`crate::sandbox::cancel`]).
+pub async fn call_within(
+    state: &AppState,
+    id: &str,
+    tool: String,
+    args: Value,
+    limit: Option<std::time::Duration>,
+) -> Result<Value, ApiError> {
+    let entry = state.registry.get(id)?;
+    let offered = entry.tools.contains(&tool);
+    // The name the call runs under for the timer below (no MCP request id looks like it).
+    static BOUNDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = BOUNDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let token = format!("envcraft-deadline-{n}");
+    let timer = limit.map(|limit| {
+        let (entry, token) = (entry.clone(), token.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            entry.cancel_call(&token);
+        })
+    });
     let label = if offered {
         tool.clone()
     } else {
         "unknown".into()
     };
     let started = Instant::now();
-    let (result, action_index, truncated) = with_session(state, id, move |session| {
+    let bounded = timer.is_some().then_some(entry);
+    let outcome = with_session(state, id, move |session| {
+        if let Some(entry) = &bounded {
+            match session.canceller() {
+                Ok(cancel) => entry.begin_call(token, cancel),
+                Err(e) => tracing::warn!(error = %e, "this call cannot be bounded"),
+            }
+        }
         let result = session.call(&tool, &args);
+        if let Some(entry) = &bounded {
+            entry.end_call();
+        }
         (
             result,
             session.action_index(),
             session.transcript_truncated(),
         )
     })
-    .await?;
+    .await;
+    if let Some(timer) = timer {
+        timer.abort();
+    }
+    let (result, action_index, truncated) = outcome?;
     let ok = result.get("ok") == Some(&Value::Bool(true));
     state.metrics.tool_call(&label, ok, started.elapsed());
     let mut answer = json!({"action_index": action_index, "result": result});

@@ -138,7 +138,14 @@ const ACTIONS: &str =
     "`list_tools`, `call_tool` (with `tool_name` and `arguments`), `verify`, `next_turn`, `fork`";
 
 /// One action on session `id`: the observation.
-pub async fn step(state: &Arc<AppState>, id: &str, action: &Value) -> Result<Value, StepError> {
+/// `limit`: the step's `timeout_s` (a `call_tool` past it has its command killed and answers a
+/// `timeout` error, as OpenEnv's own MCP environments do).
+pub async fn step(
+    state: &Arc<AppState>,
+    id: &str,
+    action: &Value,
+    limit: Option<std::time::Duration>,
+) -> Result<Value, StepError> {
     let Value::Object(action) = action else {
         return Err(StepError::Invalid(format!(
             "the action must be an object with `type`: one of {ACTIONS}"
@@ -181,7 +188,22 @@ pub async fn step(state: &Arc<AppState>, id: &str, action: &Value) -> Result<Val
                     ));
                 }
             };
-            let mut answer = episode::call(state, id, tool.clone(), arguments).await?;
+            let mut answer =
+                episode::call_within(state, id, tool.clone(), arguments, limit).await?;
+            let category = answer["result"]["error"]["category"].as_str();
+            if let (Some(limit), Some("cancelled")) = (limit, category) {
+                let message = format!(
+                    "Tool '{tool}' timed out after {} seconds: its command was killed",
+                    limit.as_secs_f64()
+                );
+                return Ok(observation(
+                    json!({"tool_name": tool, "result": null,
+                           "error": {"error_type": "timeout", "message": message},
+                           "metadata": {}}),
+                    None,
+                    false,
+                ));
+            }
             // The result carries the call's own `action_index`.
             let mut metadata = json!({});
             if answer.get("transcript_truncated").is_some() {
@@ -274,7 +296,21 @@ pub async fn http_step(
                 &format!("the action: one of {ACTIONS}"),
             ));
         };
-        step(&state, id, action).await.map_err(StepError::into_api)
+        let limit = match map.get("timeout_s") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0 && s <= 86_400.0) => {
+                n.as_f64().map(std::time::Duration::from_secs_f64)
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "`timeout_s` must be a number of seconds above 0 and at most 86400, not {}",
+                    other.to_string().chars().take(64).collect::<String>()
+                )));
+            }
+        };
+        step(&state, id, action, limit)
+            .await
+            .map_err(StepError::into_api)
     };
     match answer.await {
         Ok(seen) => (StatusCode::OK, Json(seen)).into_response(),

@@ -213,7 +213,7 @@ async fn handle(
             ),
             (Some(_), None) => error("VALIDATION_ERROR", "a step needs `data`: the action"),
             (Some(current), Some(action)) => {
-                match openenv::step(state, &current.session, &action).await {
+                match openenv::step(state, &current.session, &action, None).await {
                     Ok(seen) => json!({"type": "observation", "data": seen}),
                     Err(e) => step_error(state, e),
                 }

@@ -212,6 +212,32 @@ def test_http_reset_step_state_keep_one_session(openenv_server):
     assert requests.delete(f"{url}/v1/sessions/{sid}", timeout=60).status_code == 200
 
 
+def test_a_step_past_its_timeout_s_is_a_timeout_and_its_command_is_killed(openenv_server):
+    import requests
+
+    url = openenv_server.url
+    sid = requests.post(f"{url}/reset", json={"task": TASK}, timeout=60).json()["observation"]["session_id"]
+    try:
+        slow = {"type": "call_tool", "tool_name": "exec", "arguments": {"command": "sleep 5; touch late.txt"}}
+        started = time.monotonic()
+        step = requests.post(f"{url}/step", json={"session_id": sid, "action": slow, "timeout_s": 0.5}, timeout=60)
+        assert step.status_code == 200, step.text
+        assert time.monotonic() - started < 3.0, "the step outlived its timeout_s"
+        seen = step.json()["observation"]
+        assert seen["error"]["error_type"] == "timeout" and seen["result"] is None, seen
+        assert "exec" in seen["error"]["message"]
+        # Killed, not left running: nothing is touched once the sleep would have ended.
+        time.sleep(5.5 - (time.monotonic() - started))
+        check = {"type": "call_tool", "tool_name": "exec", "arguments": {"command": "test -e late.txt; echo $?"}}
+        after = requests.post(f"{url}/step", json={"session_id": sid, "action": check, "timeout_s": 30}, timeout=60).json()
+        assert after["observation"]["result"]["stdout"].strip() == "1", after
+        for bad in (0, -1, "soon", 1e9):
+            r = requests.post(f"{url}/step", json={"session_id": sid, "action": check, "timeout_s": bad}, timeout=60)
+            assert r.status_code == 400 and "timeout_s" in r.text, (bad, r.text)
+    finally:
+        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
+
+
 def test_a_websocket_client_that_vanishes_mid_step_leaves_no_session(openenv_server):
     url = openenv_server.url
     before = sessions_open(url)
