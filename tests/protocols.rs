@@ -388,9 +388,16 @@ struct StdioMcp {
 
 impl StdioMcp {
     fn start() -> StdioMcp {
+        StdioMcp::start_in(&root().join("workspaces"), TASK)
+    }
+
+    /// `envcraft mcp TASK` of the environments under `workspaces`.
+    fn start_in(workspaces: &std::path::Path, task: &str) -> StdioMcp {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::envcraft())
-            .args(["mcp", TASK, "--state-dir"])
+            .args(["mcp", task, "--workspaces"])
+            .arg(workspaces)
+            .arg("--state-dir")
             .arg(state.path())
             .current_dir(root())
             .stdin(std::process::Stdio::piped())
@@ -425,6 +432,76 @@ impl Drop for StdioMcp {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `verify` among a session's MCP tools only where its policy says `[agent] may_verify`.
+#[test]
+fn the_agent_is_offered_verify_only_where_the_policy_says_so() {
+    if !common::default_policy_runs() {
+        return;
+    }
+    let call = br#"{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "verify", "arguments": {}}}"#;
+    let list = br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+    let names = |listing: &Value| -> Vec<String> {
+        listing["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut plain = StdioMcp::start();
+    plain.send(list);
+    assert!(!names(&plain.receive()).contains(&"verify".to_string()));
+    plain.send(call);
+    let refused = plain.receive();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // The example environment under a policy that lets its agent grade itself.
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("example");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(root().join("workspaces/example"))
+        .arg(&env)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let policy = fs::read_to_string(root().join("policies/default.toml")).unwrap();
+    fs::write(
+        env.join("grading.toml"),
+        format!("{policy}\n[agent]\nmay_verify = true\n"),
+    )
+    .unwrap();
+    let toml = fs::read_to_string(env.join("env.toml")).unwrap();
+    fs::write(
+        env.join("env.toml"),
+        toml.replace("policy = \"default\"", "policy = \"grading.toml\""),
+    )
+    .unwrap();
+    let mut graded = StdioMcp::start_in(dir.path(), TASK);
+    graded.send(list);
+    assert!(names(&graded.receive()).contains(&"verify".to_string()));
+    graded.send(call);
+    let verdict = graded.receive();
+    let structured = &verdict["result"]["structuredContent"];
+    assert_eq!(structured["ok"], true, "{verdict}");
+    assert!(structured["reward"].as_f64().unwrap() < 1.0, "{verdict}");
+    assert_eq!(structured["passed"], false);
+    assert!(!structured["checks"].as_array().unwrap().is_empty());
+    // A key the policy does not know is refused, naming it.
+    fs::write(
+        env.join("grading.toml"),
+        format!("{policy}\n[agent]\nmay_grade = true\n"),
+    )
+    .unwrap();
+    let out = Command::new(common::envcraft())
+        .args(["tools", TASK, "--workspaces"])
+        .arg(dir.path())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("may_grade"));
 }
 
 #[test]

@@ -255,13 +255,37 @@ fn initialize(session: &Session, params: &Map<String, Value>) -> Result<Value, R
 
 /// The session's tools in MCP's form.
 pub fn tools(session: &Session) -> Vec<Value> {
-    session
+    let mut tools: Vec<Value> = session
         .tool_schemas()
         .into_iter()
         .map(|(name, description, schema)| {
             json!({"name": name, "description": description, "inputSchema": schema})
         })
-        .collect()
+        .collect();
+    if session.policy().agent.may_verify && !session.offers(VERIFY_TOOL) {
+        tools.push(json!({
+            "name": VERIFY_TOOL,
+            "description": "Grade the workspace as it is now with the task's verifier: the reward (0 to 1), whether every check passed, and the checks.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+        }));
+    }
+    tools
+}
+
+/// The tool that grades the session, offered to the agent only where its policy says
+/// `[agent] may_verify = true`.
+pub const VERIFY_TOOL: &str = "verify";
+
+/// `verify` called as a tool: the verdict as a tool result.
+fn verify_tool(session: &mut Session) -> Value {
+    let _clone = crate::sandbox::maker::clone_lock();
+    match session.verify() {
+        Ok(v) => json!({"ok": true, "reward": v.reward, "passed": v.passed, "checks": v.checks}),
+        Err(e) => {
+            tracing::error!(error = %crate::error::chain(&e), "verify called by the agent failed");
+            json!({"ok": false, "error": {"category": "internal", "message": "the workspace could not be verified"}})
+        }
+    }
 }
 
 fn tools_list(session: &Session) -> Value {
@@ -282,6 +306,9 @@ pub fn call_result(result: &Value) -> Value {
 
 fn tools_call(session: &mut Session, params: &Map<String, Value>) -> Result<Value, RpcError> {
     let (name, arguments) = call_params(params)?;
+    if name == VERIFY_TOOL && session.policy().agent.may_verify && !session.offers(name) {
+        return Ok(call_result(&verify_tool(session)));
+    }
     if !session.offers(name) {
         return Err(unknown_tool(name, session));
     }

@@ -259,3 +259,25 @@ fn answer(socket: &OwnedFd, network: bool) {
         Err(e) => reply(0, e.raw_os_error().unwrap_or(libc::EIO), &[]),
     }
 }
+
+/// Held while session work clones a process (creating or forking a session, running a
+/// grader) or starts threads (hashing a manifest while verifying), when no sandbox maker runs
+/// (see this module): a clone taken while another thread of this process is
+/// being created inherits the locks that creation holds. Calls (`exec`, `process`, `skill`) go
+/// through the sandbox's own init and need no lock; without namespaces (a fallback where user
+/// namespaces are refused) envcraft clones commands itself, allocations paused around the
+/// clone (`sys::CloneSafeAlloc`), and that case takes no lock.
+static CLONE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Take [`CLONE_LOCK`] when this process clones inits itself; nothing when the maker does.
+/// (A panic while it was held does not matter: it guards no data.)
+pub(crate) fn clone_lock() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if running() {
+        return None;
+    }
+    Some(
+        CLONE_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
+}

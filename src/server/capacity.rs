@@ -275,7 +275,7 @@ pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCo
         };
         let (fds, kids) = (open_descriptors(), children());
         let session = {
-            let _clone = super::clone_lock();
+            let _clone = crate::sandbox::maker::clone_lock();
             Session::create(&task, options)
         };
         let session = match session {

@@ -104,7 +104,7 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
             options.origin["episode_id"] = json!(episode);
         }
         let session = {
-            let _clone = super::clone_lock();
+            let _clone = crate::sandbox::maker::clone_lock();
             Session::create(&task, &options)
         }
         .map_err(|e| session_error("cannot create the session", &e))?;
@@ -241,7 +241,7 @@ pub async fn fork(state: &Arc<AppState>, id: &str) -> Result<String, ApiError> {
         let state = fork_state;
         let slot = state.registry.reserve()?;
         let fork = {
-            let _clone = super::clone_lock();
+            let _clone = crate::sandbox::maker::clone_lock();
             session.fork()
         }
         .map_err(|e| session_error("cannot fork the session", &e))?;
@@ -256,7 +256,7 @@ pub async fn fork(state: &Arc<AppState>, id: &str) -> Result<String, ApiError> {
 pub async fn verify(state: &AppState, id: &str) -> Result<Value, ApiError> {
     let started = Instant::now();
     let verdict = with_session(state, id, |session| {
-        let _clone = super::clone_lock();
+        let _clone = crate::sandbox::maker::clone_lock();
         session
             .verify()
             .map_err(|e| session_error("cannot verify the session", &e))

@@ -42,7 +42,7 @@ fn resume_one(state: &AppState, dir: &std::path::Path) -> Result<(String, u64), 
         .reserve()
         .map_err(|e| format!("{}: {}", e.category, e.message))?;
     let session = {
-        let _clone = super::clone_lock();
+        let _clone = crate::sandbox::maker::clone_lock();
         Session::resume(&saved, &task, &state.session_options)
     }
     .map_err(|e| chain(&e))?;

@@ -539,6 +539,11 @@ impl Session {
     }
 
     /// The task this session runs.
+    /// The sandbox policy the session runs under.
+    pub fn policy(&self) -> &Policy {
+        &self.parts.policy
+    }
+
     pub fn task(&self) -> &TaskSpec {
         &self.parts.task
     }

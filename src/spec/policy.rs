@@ -182,6 +182,18 @@ pub struct Policy {
     pub limits: Limits,
     pub environment: Environment,
     pub protections: Protections,
+    /// What the agent may do besides the task's tools (absent from older compiled policies).
+    #[serde(default)]
+    pub agent: Agent,
+}
+
+/// What a session's agent may do besides the task's tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    /// Whether the agent is offered `verify` (over MCP): it then sees its own grade. Off by
+    /// default: the trainer grades, the agent must not learn to read its reward.
+    #[serde(default)]
+    pub may_verify: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,6 +402,15 @@ struct RawPolicy {
     limits: RawLimits,
     environment: RawEnvironment,
     protections: RawProtections,
+    #[serde(default)]
+    agent: RawAgent,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    #[serde(default)]
+    may_verify: bool,
 }
 
 #[derive(Deserialize)]
@@ -779,6 +800,9 @@ impl Validator<'_> {
             protections: Protections {
                 required,
                 best_effort,
+            },
+            agent: Agent {
+                may_verify: raw.agent.may_verify,
             },
         })
     }
