@@ -10,6 +10,7 @@
 //! Loading goes downward: a task loads its environment, an environment its policy and, on
 //! request ([`EnvSpec::check_skills`]), its skills.
 
+mod byte_size;
 pub mod env;
 pub mod front_matter;
 mod located;
