@@ -238,7 +238,12 @@ fn serve(
                 base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
             );
             return if header("authorization").as_deref() == Some(want.as_str()) {
-                respond(&mut conn, "200 OK", "", &format!("{{\"token\": \"{TOKEN}\"}}"))
+                respond(
+                    &mut conn,
+                    "200 OK",
+                    "",
+                    &format!("{{\"token\": \"{TOKEN}\"}}"),
+                )
             } else {
                 respond(
                     &mut conn,
@@ -262,7 +267,12 @@ fn serve(
     let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
     let mut head = format!("{method} {path} HTTP/1.1\r\n");
     for h in &headers {
-        let name = h.split(':').next().unwrap_or("").trim().to_ascii_lowercase();
+        let name = h
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         if name != "connection" && name != "authorization" {
             head.push_str(h);
             head.push_str("\r\n");
@@ -271,10 +281,15 @@ fn serve(
     head.push_str("Connection: close\r\n\r\n");
     up.write_all(head.as_bytes())?;
     let cut_here = match &rules.cut {
-        Some((needle, after)) if method == "GET" && path.contains("/blobs/") && path.contains(needle.as_str()) => {
+        Some((needle, after))
+            if method == "GET" && path.contains("/blobs/") && path.contains(needle.as_str()) =>
+        {
             let left = cuts.load(Ordering::SeqCst);
-            (left > 0 && cuts.compare_exchange(left, left - 1, Ordering::SeqCst, Ordering::SeqCst).is_ok())
-                .then_some(*after)
+            (left > 0
+                && cuts
+                    .compare_exchange(left, left - 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok())
+            .then_some(*after)
         }
         _ => None,
     };
@@ -406,13 +421,19 @@ fn a_pushed_image_pulls_as_the_id_its_import_has_and_exec_over_it_sees_its_files
     let out = pull(&state, &[&reference, "--name", "tools"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.starts_with(&format!("pulled tools ({id}, 2 layers")), "{text}");
+    assert!(
+        text.starts_with(&format!("pulled tools ({id}, 2 layers")),
+        "{text}"
+    );
     let record = inspect(&state, "tools");
     assert_eq!(record["id"], serde_json::json!(id));
     assert_eq!(record["source"], serde_json::json!(reference));
     // Importing the same layout gives the same image.
     let imported = dir.path().join("imported");
-    let out = image_cmd(&imported, &["import", layout.to_str().unwrap(), "--name", "tools"]);
+    let out = image_cmd(
+        &imported,
+        &["import", layout.to_str().unwrap(), "--name", "tools"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(inspect(&imported, "tools")["id"], record["id"]);
     assert_eq!(inspect(&imported, "tools")["layers"], record["layers"]);
@@ -424,15 +445,28 @@ fn a_pushed_image_pulls_as_the_id_its_import_has_and_exec_over_it_sees_its_files
         .to_string();
     assert_eq!(
         pinned,
-        format!("{}/tools@{}", registry.host(), record["manifest"].as_str().unwrap())
+        format!(
+            "{}/tools@{}",
+            registry.host(),
+            record["manifest"].as_str().unwrap()
+        )
     );
     let out = exec_on(
         &state,
         "tools",
         "cat /etc/os-release; for f in /data/*; do echo \"$f\"; done; test -e /usr/bin/python3 && echo host-usr; true",
     );
-    assert_eq!(out.exit_code, Some(0), "{} {}", out.stderr, out.envcraft_stderr);
-    assert_eq!(out.stdout.lines().collect::<Vec<_>>(), ["ID=pulled", "/data/new"]);
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{} {}",
+        out.stderr,
+        out.envcraft_stderr
+    );
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["ID=pulled", "/data/new"]
+    );
     // Nothing of the download is left.
     let downloads = state.join("images/downloads");
     let left: Vec<_> = fs::read_dir(&downloads)
@@ -454,14 +488,25 @@ fn a_multi_platform_index_gives_this_machines_image_and_another_platform_on_requ
     // Two images in one layout, then an index over both, tagged `multi`.
     let layout = dir.path().join("layout");
     let ours = runnable_layers("ours");
-    let other_arch = if image_fixture::host_arch() == "arm64" { "amd64" } else { "arm64" };
+    let other_arch = if image_fixture::host_arch() == "arm64" {
+        "amd64"
+    } else {
+        "arm64"
+    };
     let theirs = vec![Layer::gzip(
-        Tar::new().dir("etc").file("etc/os-release", b"ID=theirs\n").finish(),
+        Tar::new()
+            .dir("etc")
+            .file("etc/os-release", b"ID=theirs\n")
+            .finish(),
     )];
     let mut their_config: serde_json::Value =
         serde_json::from_slice(&config_json(&theirs, &["PATH=/usr/bin:/bin"])).unwrap();
     their_config["architecture"] = serde_json::json!(other_arch);
-    let their_id = oci_layout_with(&layout, &theirs, &serde_json::to_vec(&their_config).unwrap());
+    let their_id = oci_layout_with(
+        &layout,
+        &theirs,
+        &serde_json::to_vec(&their_config).unwrap(),
+    );
     let their_manifest = read_index_manifest(&layout);
     let our_id = oci_layout(&layout, &ours);
     let our_manifest = read_index_manifest(&layout);
@@ -495,14 +540,29 @@ fn a_multi_platform_index_gives_this_machines_image_and_another_platform_on_requ
     assert_eq!(inspect(&state, "multi")["id"], serde_json::json!(our_id));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     // What is pinned is the index (so a pin pulls each machine its own platform).
-    assert!(text.contains(&format!("pinned: {}/multi@{index_digest}", registry.host())), "{text}");
-    let out = pull(&state, &[&reference, "--name", "theirs", "--platform", &format!("linux/{other_arch}")]);
+    assert!(
+        text.contains(&format!("pinned: {}/multi@{index_digest}", registry.host())),
+        "{text}"
+    );
+    let out = pull(
+        &state,
+        &[
+            &reference,
+            "--name",
+            "theirs",
+            "--platform",
+            &format!("linux/{other_arch}"),
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(inspect(&state, "theirs")["id"], serde_json::json!(their_id));
     let out = pull(&state, &[&reference, "--platform", "linux/s390x"]);
     let err = stderr(&out);
     assert!(!out.status.success());
-    assert!(err.contains("has no manifest for linux/s390x") && err.contains(other_arch), "{err}");
+    assert!(
+        err.contains("has no manifest for linux/s390x") && err.contains(other_arch),
+        "{err}"
+    );
 }
 
 fn read_index_manifest(layout: &Path) -> serde_json::Value {
@@ -545,7 +605,14 @@ fn a_token_realm_refuses_a_pull_without_credentials_and_the_password_never_shows
         )
     };
     // No credentials (and no auth file: HOME and the variables point at nothing).
-    let out = pull(&state, &[&reference, "--authfile", dir.path().join("none.json").to_str().unwrap()]);
+    let out = pull(
+        &state,
+        &[
+            &reference,
+            "--authfile",
+            dir.path().join("none.json").to_str().unwrap(),
+        ],
+    );
     assert!(!out.status.success());
     let out = image_cmd_env(&state, &["pull", &reference], dir.path());
     let err = stderr(&out);
@@ -565,9 +632,25 @@ fn a_token_realm_refuses_a_pull_without_credentials_and_the_password_never_shows
     assert!(!all.contains(&password), "{all}");
     assert!(names(&state).is_empty());
     // The token realm was asked, as the challenge said.
-    assert!(front.requests().iter().any(|r| r.starts_with("GET /token?")), "{:?}", front.requests());
+    assert!(
+        front
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /token?")),
+        "{:?}",
+        front.requests()
+    );
     // Right credentials, from the flag and from an auth file.
-    let out = pull(&state, &[&reference, "--creds", &format!("puller:{password}"), "--name", "a"]);
+    let out = pull(
+        &state,
+        &[
+            &reference,
+            "--creds",
+            &format!("puller:{password}"),
+            "--name",
+            "a",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!shown(&out).contains(&password));
     assert_eq!(inspect(&state, "a")["id"], serde_json::json!(id));
@@ -579,7 +662,16 @@ fn a_token_realm_refuses_a_pull_without_credentials_and_the_password_never_shows
         .unwrap(),
     )
     .unwrap();
-    let out = pull(&state, &[&reference, "--authfile", authfile.to_str().unwrap(), "--name", "b"]);
+    let out = pull(
+        &state,
+        &[
+            &reference,
+            "--authfile",
+            authfile.to_str().unwrap(),
+            "--name",
+            "b",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!shown(&out).contains(&password));
     assert_eq!(inspect(&state, "b")["id"], serde_json::json!(id));
@@ -617,18 +709,31 @@ fn a_wrong_digest_a_missing_tag_and_a_silent_registry_are_each_a_clear_error() {
     let out = pull(&state, &[&format!("{}/tools@{zeros}", registry.host())]);
     let err = stderr(&out);
     assert!(!out.status.success());
-    assert!(err.contains(&format!("has no manifest {zeros} in tools")), "{err}");
+    assert!(
+        err.contains(&format!("has no manifest {zeros} in tools")),
+        "{err}"
+    );
     let out = pull(&state, &[&format!("{}/tools:nope", registry.host())]);
     let err = stderr(&out);
     assert!(!out.status.success());
     assert!(err.contains("has no tag nope in tools"), "{err}");
     let silent = silent_listener();
     let started = Instant::now();
-    let out = pull(&state, &[&format!("127.0.0.1:{silent}/tools:1"), "--timeout", "2"]);
+    let out = pull(
+        &state,
+        &[&format!("127.0.0.1:{silent}/tools:1"), "--timeout", "2"],
+    );
     let err = stderr(&out);
     assert!(!out.status.success());
-    assert!(err.contains(&format!("127.0.0.1:{silent} did not answer within 2 s")), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(
+        err.contains(&format!("127.0.0.1:{silent} did not answer within 2 s")),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(names(&state).is_empty() && layer_dirs(&state).is_empty());
 }
 
@@ -648,14 +753,19 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
         x ^= x << 17;
         *b = x as u8;
     }
-    let mut layers = vec![Layer::plain(Tar::new().dir("big").file("big/noise", &noise).finish())];
+    let mut layers = vec![Layer::plain(
+        Tar::new().dir("big").file("big/noise", &noise).finish(),
+    )];
     layers.extend(runnable_layers("resumed"));
     let layout = dir.path().join("layout");
     let id = oci_layout(&layout, &layers);
     registry.push(&layout, "latest", "big", "1", false);
     // skopeo compresses a plain layer as it pushes: the blob to cut is the registry's.
     let manifest = registry.manifest("big", "1");
-    let big = manifest["layers"][0]["digest"].as_str().unwrap().to_string();
+    let big = manifest["layers"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let size = manifest["layers"][0]["size"].as_u64().unwrap() as usize;
     assert!(size > 5 << 20, "{size}");
     const CUT: usize = 1 << 20;
@@ -674,8 +784,9 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
     let err = stderr(&out);
     assert!(!out.status.success(), "{:?}", front.requests());
     assert!(
-        err.contains(&format!("layer {big} of {reference} stopped arriving after"))
-            && err.contains("the next pull resumes from it"),
+        err.contains(&format!(
+            "layer {big} of {reference} stopped arriving after"
+        )) && err.contains("the next pull resumes from it"),
         "{err}"
     );
     // Nothing half-made: no record, no layer; the partial blob is kept.
@@ -697,7 +808,10 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
     let out = pull(&state, &[&reference, "--name", "big"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains(&format!("{kept} of them resumed from an earlier pull")), "{text}");
+    assert!(
+        text.contains(&format!("{kept} of them resumed from an earlier pull")),
+        "{text}"
+    );
     let last = front
         .requests()
         .into_iter()
@@ -708,12 +822,26 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
     assert_eq!(inspect(&state, "big")["id"], serde_json::json!(id));
     assert!(!partial.exists());
     assert_eq!(
-        fs::read(image_fixture::layer_root(&state, &layers[0].diff_id()).join("big/noise")).unwrap(),
+        fs::read(image_fixture::layer_root(&state, &layers[0].diff_id()).join("big/noise"))
+            .unwrap(),
         noise
     );
-    let out = exec_on(&state, "big", "test -s /big/noise && echo big; cat /etc/os-release");
-    assert_eq!(out.exit_code, Some(0), "{} {}", out.stderr, out.envcraft_stderr);
-    assert_eq!(out.stdout.lines().collect::<Vec<_>>(), ["big", "ID=resumed"]);
+    let out = exec_on(
+        &state,
+        "big",
+        "test -s /big/noise && echo big; cat /etc/os-release",
+    );
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{} {}",
+        out.stderr,
+        out.envcraft_stderr
+    );
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["big", "ID=resumed"]
+    );
 }
 
 #[test]

@@ -52,12 +52,10 @@ impl Credentials {
     /// `USER:PASS` (the password may hold colons; the user may not).
     pub fn from_flag(text: &str) -> Result<Credentials, CredentialsError> {
         match text.split_once(':') {
-            Some((user, password)) if !user.is_empty() && !password.is_empty() => {
-                Ok(Credentials {
-                    user: user.to_string(),
-                    password: password.to_string(),
-                })
-            }
+            Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(Credentials {
+                user: user.to_string(),
+                password: password.to_string(),
+            }),
             _ => Err(CredentialsError::Flag),
         }
     }
@@ -81,7 +79,11 @@ pub fn auth_files(explicit: Option<&Path>) -> Vec<PathBuf> {
     if let Some(p) = explicit {
         return vec![p.to_path_buf()];
     }
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let mut out = Vec::new();
     out.extend(env("REGISTRY_AUTH_FILE"));
     out.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
@@ -136,10 +138,8 @@ pub fn lookup(
                 });
             }
         };
-        let file: AuthFile =
-            serde_json::from_slice(&bytes).map_err(|_| CredentialsError::Format {
-                path: path.clone(),
-            })?;
+        let file: AuthFile = serde_json::from_slice(&bytes)
+            .map_err(|_| CredentialsError::Format { path: path.clone() })?;
         let wanted = keys(registry, repository);
         let found = wanted.iter().find_map(|w| {
             file.auths

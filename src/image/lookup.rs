@@ -48,13 +48,9 @@ impl Store {
         };
         let reference = parse_reference(name).map_err(|e| failed(e.into()))?;
         let files = credentials::auth_files(None);
-        let creds = credentials::lookup(
-            &files,
-            false,
-            reference.registry(),
-            reference.repository(),
-        )
-        .map_err(|e| failed(e.into()))?;
+        let creds =
+            credentials::lookup(&files, false, reference.registry(), reference.repository())
+                .map_err(|e| failed(e.into()))?;
         tracing::info!(image = name, "pulling the image on first use");
         pull(self, name, &PullOptions::new(creds))
             .map(|p| p.record)

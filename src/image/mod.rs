@@ -24,9 +24,9 @@ pub mod registry;
 pub mod store;
 pub mod unpack;
 
+pub use credentials::{Credentials, CredentialsError};
 pub use import::{ImportError, Imported, import, import_rootfs};
 pub use layer::{LayerError, Limits};
-pub use credentials::{Credentials, CredentialsError};
 pub use oci::Digest;
 pub use pull::{PullError, PullOptions, Pulled, pull};
 pub use registry::{Connection, RegistryError};

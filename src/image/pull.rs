@@ -130,7 +130,10 @@ pub fn parse_platform(text: &str) -> Result<Platform, PullError> {
 /// Pull `reference` into `store`. Blocking: the network is spoken on a thread of its own (so
 /// this may be called from inside an async runtime as well as from the command line).
 pub fn pull(store: &Store, reference: &str, options: &PullOptions) -> Result<Pulled, PullError> {
-    let name = options.name.clone().unwrap_or_else(|| reference.to_string());
+    let name = options
+        .name
+        .clone()
+        .unwrap_or_else(|| reference.to_string());
     check_name(&name)?;
     let parsed = parse_reference(reference)?;
     let _held = store.import_lock()?;
@@ -183,12 +186,11 @@ async fn pull_in(
                 return Ok(pulled);
             }
             Document::Index(index) => {
-                let chosen =
-                    oci::select(&index, &platform).ok_or_else(|| PullError::Platform {
-                        reference: text.to_string(),
-                        platform: format!("{}/{}", platform.os, platform.architecture),
-                        offered: offered(&index),
-                    })?;
+                let chosen = oci::select(&index, &platform).ok_or_else(|| PullError::Platform {
+                    reference: text.to_string(),
+                    platform: format!("{}/{}", platform.os, platform.architecture),
+                    offered: offered(&index),
+                })?;
                 let at = reference.clone_with_digest(chosen.digest.to_string());
                 let (bytes, digest) = registry.manifest(&at, MAX_DOCUMENT).await?;
                 doc = oci::document(&format!("manifest {digest}"), &bytes)?;
@@ -316,7 +318,10 @@ async fn image(
         // Whole and checked (now a layer), or refused (not the blob it should be, or a layer
         // that is not unpacked): either way the download is done with. A store that could not
         // be written (a full disk, a lock held) keeps it for the next pull.
-        if !matches!(unpacked, Err(StoreError::Io { .. } | StoreError::Busy { .. })) {
+        if !matches!(
+            unpacked,
+            Err(StoreError::Io { .. } | StoreError::Busy { .. })
+        ) {
             let _ = std::fs::remove_file(&path);
         }
         pulled.record.bytes += unpacked?.tar_bytes;

@@ -418,9 +418,9 @@ impl Registry {
         }
         let during = format!("sending {what} from byte {have}");
         let descriptor = descriptor(digest, Some(size));
-        let asked =
-            self.client
-                .pull_blob_stream_partial(&self.reference, &descriptor, have, None);
+        let asked = self
+            .client
+            .pull_blob_stream_partial(&self.reference, &descriptor, have, None);
         let response = match tokio::time::timeout(self.timeout * 2, asked).await {
             Err(_) => return Err(self.timed_out(&during)),
             Ok(Err(e)) => return Err(self.error(&during, &what, e)),
@@ -534,10 +534,21 @@ mod tests {
 
     #[test]
     fn loopback_registries_are_recognised_by_address_and_name() {
-        for r in ["127.0.0.1:5000", "localhost", "localhost:80", "[::1]:5000", "127.9.0.1"] {
+        for r in [
+            "127.0.0.1:5000",
+            "localhost",
+            "localhost:80",
+            "[::1]:5000",
+            "127.9.0.1",
+        ] {
             assert!(is_loopback(r), "{r}");
         }
-        for r in ["registry.example:5000", "10.0.0.1:5000", "index.docker.io", "[2001:db8::1]:5000"] {
+        for r in [
+            "registry.example:5000",
+            "10.0.0.1:5000",
+            "index.docker.io",
+            "[2001:db8::1]:5000",
+        ] {
             assert!(!is_loopback(r), "{r}");
         }
     }
