@@ -145,6 +145,8 @@ struct FrontRules {
     /// Cut the answer to a GET of a blob whose path holds this, after that many body bytes,
     /// while `cuts` is above 0.
     cut: Option<(String, usize)>,
+    /// Send a `Docker-Content-Digest` that is not the manifest's.
+    lie_digest: bool,
 }
 
 /// An HTTP front on 127.0.0.1 that forwards to a registry (one request a connection) and logs
@@ -293,43 +295,62 @@ fn serve(
         }
         _ => None,
     };
+    // The answer's head, whole (rewritten where a rule says), then its body.
     let mut buf = vec![0u8; 64 << 10];
     let mut seen = Vec::new();
-    let mut body_sent: Option<usize> = None;
-    loop {
+    let end = loop {
         let n = up.read(&mut buf)?;
         if n == 0 {
-            break;
+            return conn.write_all(&seen);
         }
-        let mut chunk = &buf[..n];
-        if body_sent.is_none() {
-            seen.extend_from_slice(chunk);
-            if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                let body_start = n - (seen.len() - end - 4);
-                conn.write_all(&chunk[..body_start])?;
-                chunk = &chunk[body_start..];
-                body_sent = Some(0);
-            } else {
-                conn.write_all(chunk)?;
-                continue;
-            }
+        seen.extend_from_slice(&buf[..n]);
+        if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
         }
-        let sent = body_sent.unwrap_or(0);
-        if let Some(after) = cut_here {
-            let room = after.saturating_sub(sent).min(chunk.len());
-            conn.write_all(&chunk[..room])?;
-            if sent + room >= after {
-                conn.flush()?;
-                conn.shutdown(Shutdown::Both)?;
-                return Ok(());
-            }
-            body_sent = Some(sent + room);
-        } else {
-            conn.write_all(chunk)?;
-            body_sent = Some(sent + chunk.len());
-        }
+    };
+    let mut head = String::from_utf8_lossy(&seen[..end]).into_owned();
+    if rules.lie_digest && path.contains("/manifests/") {
+        let lie = format!("Docker-Content-Digest: sha256:{}", "1".repeat(64));
+        head = head
+            .split("\r\n")
+            .map(|l| {
+                if l.to_ascii_lowercase().starts_with("docker-content-digest:") {
+                    lie.clone()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\r\n");
     }
-    Ok(())
+    conn.write_all(head.as_bytes())?;
+    let mut pending = seen[end..].to_vec();
+    let mut sent = 0usize;
+    loop {
+        if !pending.is_empty() {
+            match cut_here {
+                Some(after) => {
+                    let room = after.saturating_sub(sent).min(pending.len());
+                    conn.write_all(&pending[..room])?;
+                    sent += room;
+                    if sent >= after {
+                        conn.flush()?;
+                        conn.shutdown(Shutdown::Both)?;
+                        return Ok(());
+                    }
+                }
+                None => {
+                    conn.write_all(&pending)?;
+                    sent += pending.len();
+                }
+            }
+        }
+        let n = up.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        pending = buf[..n].to_vec();
+    }
 }
 
 /// A listener that accepts connections and never answers (the connections are held open).
@@ -717,6 +738,22 @@ fn a_wrong_digest_a_missing_tag_and_a_silent_registry_are_each_a_clear_error() {
     let err = stderr(&out);
     assert!(!out.status.success());
     assert!(err.contains("has no tag nope in tools"), "{err}");
+    // A registry whose Docker-Content-Digest is not its manifest's.
+    let liar = Front::start(
+        registry.port,
+        FrontRules {
+            lie_digest: true,
+            ..FrontRules::default()
+        },
+    );
+    let out = pull(&state, &[&format!("{}/tools:1", liar.host())]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("sha256:{}", "1".repeat(64)))
+            && err.contains("the registry sent other bytes than it names"),
+        "{err}"
+    );
     let silent = silent_listener();
     let started = Instant::now();
     let out = pull(
@@ -815,8 +852,7 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
     let last = front
         .requests()
         .into_iter()
-        .filter(|r| r.contains(&big[7..]))
-        .last()
+        .rfind(|r| r.contains(&big[7..]))
         .unwrap();
     assert!(last.ends_with(&format!("bytes={kept}-")), "{last}");
     assert_eq!(inspect(&state, "big")["id"], serde_json::json!(id));

@@ -49,7 +49,7 @@ pub enum PullError {
         size: u64,
         attempts: u32,
         #[source]
-        source: RegistryError,
+        source: Box<RegistryError>,
     },
     #[error("--platform takes OS/ARCH or OS/ARCH/VARIANT (e.g. linux/amd64), not {given:?}")]
     PlatformFlag { given: String },
@@ -295,7 +295,7 @@ async fn image(
                             have,
                             size: layer.size,
                             attempts: attempt,
-                            source: e,
+                            source: Box::new(e),
                         });
                     }
                     tracing::debug!(layer = %layer.digest, have, "blob download stopped; resuming");

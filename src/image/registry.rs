@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
@@ -44,7 +44,7 @@ pub enum RegistryError {
         what: String,
         detail: String,
     },
-    #[error("{registry} did not answer within {secs} s while {during}")]
+    #[error("{registry} did not answer within {secs} s ({during})")]
     Timeout {
         registry: String,
         secs: u64,
@@ -54,7 +54,7 @@ pub enum RegistryError {
         "cannot reach {registry} ({detail}); a registry on another host is spoken to over https unless --tls-verify=false"
     )]
     Connect { registry: String, detail: String },
-    #[error("{registry} answered {during} with an error: {detail}")]
+    #[error("{registry} failed while {during}: {detail}")]
     Protocol {
         registry: String,
         during: String,
@@ -302,14 +302,22 @@ impl Registry {
             (None, Some(t)) => format!("tag {t}"),
             (None, None) => "manifest".to_string(),
         };
-        let during = format!("sending {what}");
+        let during = format!("fetching {what}");
         let asked = self
             .client
             .pull_manifest_raw(reference, &self.auth, &MANIFEST_TYPES);
         let (bytes, _) = match tokio::time::timeout(self.timeout * 2, asked).await {
             Err(_) => return Err(self.timed_out(&during)),
-            Ok(Err(OciDistributionError::DigestError(_))) => {
-                return Err(self.digest_mismatch(&what, reference, None));
+            Ok(Err(OciDistributionError::DigestError(DigestError::VerificationError {
+                expected,
+                actual,
+            }))) => {
+                return Err(RegistryError::Digest {
+                    registry: self.registry(),
+                    what: format!("{what} (its Docker-Content-Digest, or the reference's)"),
+                    expected: named_digest(&expected),
+                    actual: named_digest(&actual),
+                });
             }
             Ok(Err(e)) => return Err(self.error(&during, &what, e)),
             Ok(Ok(got)) => got,
@@ -325,33 +333,20 @@ impl Registry {
         if let Some(expected) = reference.digest()
             && expected != actual.to_string()
         {
-            return Err(self.digest_mismatch(&what, reference, Some(actual)));
+            return Err(RegistryError::Digest {
+                registry: self.registry(),
+                what,
+                expected: named_digest(expected),
+                actual,
+            });
         }
         Ok((bytes.to_vec(), actual))
-    }
-
-    fn digest_mismatch(
-        &self,
-        what: &str,
-        reference: &Reference,
-        actual: Option<Digest>,
-    ) -> RegistryError {
-        let expected = reference
-            .digest()
-            .and_then(|d| Digest::parse(d).ok())
-            .unwrap_or_else(|| Digest::of(b""));
-        RegistryError::Digest {
-            registry: self.registry(),
-            what: what.to_string(),
-            expected,
-            actual: actual.unwrap_or_else(|| Digest::of(b"")),
-        }
     }
 
     /// A small blob (a config), whole, checked against its digest.
     pub async fn blob_bytes(&self, digest: &Digest, max: u64) -> Result<Vec<u8>, RegistryError> {
         let what = format!("blob {digest}");
-        let during = format!("sending {what}");
+        let during = format!("fetching {what}");
         let descriptor = descriptor(digest, None);
         let asked = self.client.pull_blob_stream(&self.reference, &descriptor);
         let mut stream = match tokio::time::timeout(self.timeout * 2, asked).await {
@@ -416,7 +411,7 @@ impl Registry {
         if have == size {
             return Ok(have);
         }
-        let during = format!("sending {what} from byte {have}");
+        let during = format!("fetching {what} from byte {have}");
         let descriptor = descriptor(digest, Some(size));
         let asked = self
             .client
@@ -437,7 +432,7 @@ impl Registry {
                 registry: self.registry(),
                 what: format!("{what} (its Docker-Content-Digest)"),
                 expected: digest.clone(),
-                actual: Digest::parse(sent).unwrap_or_else(|_| Digest::of(sent.as_bytes())),
+                actual: named_digest(sent),
             });
         }
         let mut file = std::fs::OpenOptions::new()
@@ -502,6 +497,12 @@ pub fn file_digest(path: &Path) -> Result<Digest, RegistryError> {
         hasher.update(&buf[..n]);
     }
     Ok(Digest::from_hasher(hasher))
+}
+
+/// A digest a registry or a reference named: parsed where it is a sha256 one; any other
+/// (sha512, or not a digest) is shown as the sha256 of its text, which matches nothing.
+fn named_digest(text: &str) -> Digest {
+    Digest::parse(text).unwrap_or_else(|_| Digest::of(text.as_bytes()))
 }
 
 fn descriptor(digest: &Digest, size: Option<u64>) -> OciDescriptor {
