@@ -17,7 +17,7 @@ use oci_client::Reference;
 
 use super::layer::Limits;
 use super::oci::{self, Digest, Document, ImageConfig, OciError, Platform};
-use super::registry::{Connection, Registry, RegistryError, parse_reference};
+use super::registry::{Connection, Registry, RegistryError, Tee, parse_reference};
 use super::store::{ImageRecord, Store, StoreError, check_name};
 use super::unpack::LayerSource;
 
@@ -272,59 +272,102 @@ async fn image(
             pulled.record.bytes += u.tar_bytes;
             continue;
         }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let before = std::fs::metadata(&path).map_or(0, |m| m.len());
-            match registry
-                .blob_to_file(&layer.digest, layer.size, &path)
-                .await
-            {
-                Ok(had) => {
+        // The unpacker takes the bytes as they arrive (a pipe), while they are also kept in
+        // the download file for a later pull to resume from.
+        let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| PullError::Thread(e.into()))?;
+        let _ = nix::fcntl::fcntl(&write_end, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
+        let unpacker = {
+            let (store, diff_id, digest) = (store.clone(), diff_id.clone(), layer.digest.clone());
+            let limits = options.limits;
+            tokio::task::spawn_blocking(move || {
+                store.ensure_layer(
+                    &diff_id,
+                    Some(&digest),
+                    move || {
+                        Ok(LayerSource {
+                            file: File::from(read_end),
+                            offset: 0,
+                            len: None,
+                        })
+                    },
+                    limits,
+                )
+            })
+        };
+        let mut tee = Tee {
+            pipe: Some(File::from(write_end)),
+            fed: 0,
+        };
+        let downloaded = download(registry, text, layer, &path, &mut tee).await;
+        drop(tee);
+        let unpacked = unpacker
+            .await
+            .map_err(|_| PullError::Thread(io::Error::other("the unpacking thread panicked")))?;
+        match (unpacked, downloaded) {
+            (Ok(u), downloaded) => {
+                // Whole and checked: the download is done with.
+                let _ = std::fs::remove_file(&path);
+                if let Ok(had) = downloaded {
                     pulled.resumed += had;
                     pulled.downloaded += layer.size - had;
-                    break;
                 }
-                Err(e @ (RegistryError::Protocol { .. } | RegistryError::Timeout { .. })) => {
-                    let have = std::fs::metadata(&path).map_or(0, |m| m.len());
-                    // Ask again only while each answer brings bytes.
-                    if attempt >= ATTEMPTS || have <= before {
-                        return Err(PullError::Interrupted {
-                            reference: text.to_string(),
-                            layer: layer.digest.clone(),
-                            have,
-                            size: layer.size,
-                            attempts: attempt,
-                            source: Box::new(e),
-                        });
-                    }
-                    tracing::debug!(layer = %layer.digest, have, "blob download stopped; resuming");
+                pulled.record.bytes += u.tar_bytes;
+            }
+            // The download stopped (the unpacker saw its input end early, and kept nothing):
+            // what arrived stays for the next pull.
+            (Err(_), Err(e))
+                if !matches!(e, PullError::Registry(RegistryError::Handover { .. })) =>
+            {
+                return Err(e);
+            }
+            (Err(e), _) => {
+                // Refused (not the blob it should be, or a layer that is not unpacked): the
+                // download is done with. A store that could not be written (a full disk, a
+                // lock held) keeps it for the next pull.
+                if !matches!(e, StoreError::Io { .. } | StoreError::Busy { .. }) {
+                    let _ = std::fs::remove_file(&path);
                 }
-                Err(e) => return Err(e.into()),
+                return Err(e.into());
             }
         }
-        let unpacked = store.ensure_layer(
-            diff_id,
-            Some(&layer.digest),
-            || {
-                File::open(&path).map(|file| LayerSource {
-                    file,
-                    offset: 0,
-                    len: None,
-                })
-            },
-            options.limits,
-        );
-        // Whole and checked (now a layer), or refused (not the blob it should be, or a layer
-        // that is not unpacked): either way the download is done with. A store that could not
-        // be written (a full disk, a lock held) keeps it for the next pull.
-        if !matches!(
-            unpacked,
-            Err(StoreError::Io { .. } | StoreError::Busy { .. })
-        ) {
-            let _ = std::fs::remove_file(&path);
-        }
-        pulled.record.bytes += unpacked?.tar_bytes;
     }
     Ok(pulled)
+}
+
+/// Download one layer into `path` (and `tee`), resuming, asking again while each answer brings
+/// bytes. Returns how many bytes an earlier pull had left.
+async fn download(
+    registry: &Registry,
+    text: &str,
+    layer: &oci::Descriptor,
+    path: &std::path::Path,
+    tee: &mut Tee,
+) -> Result<u64, PullError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let before = std::fs::metadata(path).map_or(0, |m| m.len());
+        match registry
+            .blob_to_file(&layer.digest, layer.size, path, tee)
+            .await
+        {
+            Ok(had) => return Ok(had),
+            Err(e @ (RegistryError::Protocol { .. } | RegistryError::Timeout { .. })) => {
+                let have = std::fs::metadata(path).map_or(0, |m| m.len());
+                if attempt >= ATTEMPTS || have <= before {
+                    return Err(PullError::Interrupted {
+                        reference: text.to_string(),
+                        layer: layer.digest.clone(),
+                        have,
+                        size: layer.size,
+                        attempts: attempt,
+                        source: Box::new(e),
+                    });
+                }
+                tracing::debug!(layer = %layer.digest, have, "blob download stopped; resuming");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! password is never formatted (errors carry the registry's words with the password, should
 //! they hold it, replaced).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,7 +18,6 @@ use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
-use sha2::{Digest as _, Sha256};
 
 use super::credentials::Credentials;
 use super::oci::{self, Digest};
@@ -74,6 +73,11 @@ pub enum RegistryError {
         registry: String,
         what: String,
         max: u64,
+    },
+    #[error("the unpacker stopped taking the layer's bytes")]
+    Handover {
+        #[source]
+        source: std::io::Error,
     },
     #[error("cannot {op} {path}")]
     Io {
@@ -386,13 +390,15 @@ impl Registry {
 
     /// Download the blob `digest` of `size` bytes into `path`, continuing from what `path`
     /// holds already (a `Range` request; a registry that sends the whole blob instead is
-    /// written from the start). Returns how many bytes were there before. The caller checks
-    /// the file against the digest ([`file_digest`]) once this returns.
+    /// written from the start), and passing every byte of it, in order, to `tee` too (what the
+    /// file held before first). Returns how many bytes were there before. The bytes are checked
+    /// against the digest by whoever reads them (the store, as it unpacks them).
     pub async fn blob_to_file(
         &self,
         digest: &Digest,
         size: u64,
         path: &Path,
+        tee: &mut Tee,
     ) -> Result<u64, RegistryError> {
         let what = format!("blob {digest}");
         let io = |op, source| RegistryError::Io {
@@ -409,6 +415,7 @@ impl Registry {
             have = 0;
         }
         if have == size {
+            tee.catch_up(path, have).map_err(|e| io("read", e))?;
             return Ok(have);
         }
         let during = format!("fetching {what} from byte {have}");
@@ -425,6 +432,16 @@ impl Registry {
             oci_client::client::BlobResponse::Partial(s) => (s, have),
             oci_client::client::BlobResponse::Full(s) => (s, 0),
         };
+        if resumed < tee.fed {
+            // Bytes handed on cannot be taken back: the next pull starts this blob afresh.
+            let _ = std::fs::remove_file(path);
+            return Err(RegistryError::Protocol {
+                registry: self.registry(),
+                during,
+                detail: "it sent the whole blob again, not the rest that was asked for".into(),
+            });
+        }
+        tee.catch_up(path, resumed).map_err(|e| io("read", e))?;
         if let Some(sent) = stream.digest_header_value.as_deref()
             && sent != digest.to_string()
         {
@@ -462,6 +479,9 @@ impl Registry {
                     if let Err(e) = file.write_all(&chunk) {
                         break Err(io("write", e));
                     }
+                    if let Err(e) = tee.feed(&chunk) {
+                        break Err(RegistryError::Handover { source: e });
+                    }
                 }
             }
         };
@@ -479,24 +499,42 @@ impl Registry {
     }
 }
 
-/// The sha256 of a file's bytes.
-pub fn file_digest(path: &Path) -> Result<Digest, RegistryError> {
-    let io = |op, source| RegistryError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(|e| io("open", e))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| io("read", e))?;
-        if n == 0 {
-            break;
+/// Where a blob's bytes go besides its download file, in order: the unpacker's pipe (none: they
+/// are only counted).
+pub struct Tee {
+    pub pipe: Option<std::fs::File>,
+    /// How many bytes it has had.
+    pub fed: u64,
+}
+
+impl Tee {
+    fn feed(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if let Some(pipe) = &mut self.pipe {
+            pipe.write_all(bytes)?;
         }
-        hasher.update(&buf[..n]);
+        self.fed += bytes.len() as u64;
+        Ok(())
     }
-    Ok(Digest::from_hasher(hasher))
+
+    /// Hand on what `path` holds from the bytes already had up to `upto`.
+    fn catch_up(&mut self, path: &Path, upto: u64) -> std::io::Result<()> {
+        use std::io::{Read, Seek};
+        if upto <= self.fed {
+            return Ok(());
+        }
+        let mut file = std::fs::File::open(path)?;
+        file.seek(std::io::SeekFrom::Start(self.fed))?;
+        let mut left = file.take(upto - self.fed);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = left.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            self.feed(&buf[..n])?;
+        }
+        Ok(())
+    }
 }
 
 /// A digest a registry or a reference named: parsed where it is a sha256 one; any other

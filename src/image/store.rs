@@ -115,6 +115,7 @@ pub struct GcReport {
 const LOCK_WAIT: Duration = Duration::from_secs(600);
 
 /// The store under a state root.
+#[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
 }
