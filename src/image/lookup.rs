@@ -57,3 +57,23 @@ impl Store {
             .map_err(failed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registry_reference_starts_with_a_host_as_docker_tells_them() {
+        for r in ["127.0.0.1:5000/app:1", "localhost/app", "ghcr.io/o/app:v1"] {
+            assert!(is_registry_reference(r), "{r}");
+        }
+        for r in [
+            "office",
+            "debian:bookworm",
+            "library/debian",
+            "my-team/app:1",
+        ] {
+            assert!(!is_registry_reference(r), "{r}");
+        }
+    }
+}

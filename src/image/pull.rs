@@ -71,12 +71,12 @@ pub struct PullOptions {
 impl PullOptions {
     /// Defaults: this machine's platform, https (plain http for loopback registries), a
     /// minute's wait for any answer.
-    pub fn new(connection_credentials: Option<super::credentials::Credentials>) -> PullOptions {
+    pub fn new(credentials: Option<super::credentials::Credentials>) -> PullOptions {
         PullOptions {
             name: None,
             platform: None,
             connection: Connection {
-                credentials: connection_credentials,
+                credentials,
                 tls_verify: true,
                 timeout: DEFAULT_TIMEOUT,
             },
@@ -368,6 +368,29 @@ async fn download(
                 tracing::debug!(layer = %layer.digest, have, "blob download stopped; resuming");
             }
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_platform_flag_is_os_arch_and_an_optional_variant() {
+        let p = parse_platform("linux/arm/v7").unwrap();
+        assert_eq!((p.os.as_str(), p.architecture.as_str()), ("linux", "arm"));
+        assert_eq!(p.variant.as_deref(), Some("v7"));
+        assert!(parse_platform("linux/amd64").unwrap().variant.is_none());
+        for bad in [
+            "linux",
+            "linux/",
+            "/amd64",
+            "linux/amd64/v1/x",
+            "linux/am d64",
+        ] {
+            assert!(parse_platform(bad).is_err(), "{bad}");
         }
     }
 }

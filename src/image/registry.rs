@@ -601,6 +601,7 @@ mod tests {
         assert_eq!(r.registry(), "127.0.0.1:5000");
         assert_eq!(r.repository(), "a/b");
         assert!(r.digest().is_some());
-        assert!(parse_reference("UPPER/case").is_err());
+        assert!(parse_reference("app@sha256:short").is_err());
+        assert!(parse_reference("").is_err());
     }
 }
