@@ -49,10 +49,12 @@ pub enum RegistryError {
         secs: u64,
         during: String,
     },
-    #[error(
-        "cannot reach {registry} ({detail}); a registry on another host is spoken to over https unless --tls-verify=false"
-    )]
-    Connect { registry: String, detail: String },
+    #[error("cannot reach {registry} over {scheme} ({detail})")]
+    Connect {
+        registry: String,
+        scheme: &'static str,
+        detail: String,
+    },
     #[error("{registry} failed while {during}: {detail}")]
     Protocol {
         registry: String,
@@ -136,6 +138,8 @@ pub struct Registry {
     auth: RegistryAuth,
     secret: Option<String>,
     timeout: Duration,
+    /// Plain http, not https.
+    plain: bool,
 }
 
 impl Registry {
@@ -169,6 +173,7 @@ impl Registry {
             auth,
             secret,
             timeout: connection.timeout,
+            plain,
         }
     }
 
@@ -261,6 +266,7 @@ impl Registry {
             },
             OciDistributionError::RequestError(e) if e.is_connect() => RegistryError::Connect {
                 registry,
+                scheme: if self.plain { "http" } else { "https" },
                 detail: self.redact(chain(&e)),
             },
             other => RegistryError::Protocol {
