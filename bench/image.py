@@ -10,9 +10,15 @@
   (session create on an image vs on the host root; target: at most 1.1x), and vs `bwrap`
   with the unpacked root filesystem (`--ro-bind ROOT / --unshare-all`), rounds interleaved.
 
+- pulling the image of that 200 MB layer from a local registry (Debian's `docker-registry` on
+  127.0.0.1, storage on /dev/shm, the image pushed with `skopeo copy`, which gzips the layer as
+  registries hold them) with `envcraft image pull` into a fresh store on /dev/shm (download,
+  digests, unpack) vs `skopeo copy docker://... dir:` to /dev/shm (download and digest check,
+  no unpacking) (target: at least 0.8x its throughput), rounds interleaved.
+
 The image is made here from the host's own `/usr/bin/true` and its libraries (found by `ldd`),
-so the benchmark needs nothing installed beyond bwrap. Pulls (no `image pull` yet) and
-`podman run` are not measured.
+so the benchmark needs nothing installed beyond bwrap (and docker-registry and skopeo for the
+pull, skipped with a line when they are missing). `podman run` is not measured.
 
 Prints a Markdown section and appends it to RESULTS_MD when given.
 """
@@ -22,6 +28,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +41,7 @@ from report import publish, timed, verdict
 LAYER_BYTES = 200 << 20
 FILE_BYTES = 256 << 10
 UNPACKS = 3
+PULLS = 3
 ROUNDS, PER_ROUND = 10, 10
 
 
@@ -148,6 +156,59 @@ def unpack_times(binary, root, layer):
     return statistics.median(ours), statistics.median(peer)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pull_times(binary, root):
+    """Median seconds of `envcraft image pull` and of `skopeo copy ... dir:` of the image of
+    the 200 MB layer (the layout `root/big` that unpack_times wrote), or None without the peers."""
+    registry_bin, skopeo = shutil.which("docker-registry"), shutil.which("skopeo")
+    if not registry_bin or not skopeo:
+        return None
+    storage = tempfile.mkdtemp(prefix="envcraft-bench-registry-", dir="/dev/shm")
+    port = free_port()
+    config = os.path.join(storage, "config.yml")
+    with open(config, "w") as f:
+        f.write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
+                f"storage:\n  filesystem:\n    rootdirectory: {storage}/data\n"
+                f"http:\n  addr: 127.0.0.1:{port}\n")
+    server = subprocess.Popen([registry_bin, "serve", config],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ours, peer = [], []
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("docker-registry did not start")
+                time.sleep(0.05)
+        ref = f"127.0.0.1:{port}/big:1"
+        subprocess.run([skopeo, "copy", "--quiet", "--dest-tls-verify=false",
+                        "oci:" + os.path.join(root, "big"), "docker://" + ref], check=True)
+        for _ in range(PULLS):
+            state = tempfile.mkdtemp(prefix="envcraft-bench-img-", dir="/dev/shm")
+            dest = tempfile.mkdtemp(prefix="envcraft-bench-dir-", dir="/dev/shm")
+            try:
+                ours.append(timed([binary, "image", "pull", ref, "--name", "big",
+                                   "--state-dir", state]))
+                peer.append(timed([skopeo, "copy", "--quiet", "--src-tls-verify=false",
+                                   "docker://" + ref, "dir:" + dest]))
+            finally:
+                shutil.rmtree(state, ignore_errors=True)
+                shutil.rmtree(dest, ignore_errors=True)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(storage, ignore_errors=True)
+    return statistics.median(ours), statistics.median(peer)
+
+
 def start_times(binary, root):
     state = tempfile.mkdtemp(prefix="envcraft-bench-img-", dir="/dev/shm")
     layout = os.path.join(root, "tools")
@@ -175,6 +236,17 @@ def start_times(binary, root):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def pull_row(pulls, mb):
+    if pulls is None:
+        return ("| pull the image of that layer from a local registry | skipped: docker-registry "
+                "or skopeo missing | | | | >= 0.8x: not measured |")
+    ours, peer = pulls
+    ratio = peer / ours
+    return (f"| pull the image of that layer from a local registry (`image pull`, gzip layer) "
+            f"| {ours:.2f} s | `skopeo copy docker://... dir:` | {peer:.2f} s "
+            f"| {ratio:.2f}x its throughput | >= 0.8x: {verdict(ratio >= 0.8)} |")
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     results = sys.argv[2] if len(sys.argv) > 2 else None
@@ -183,6 +255,7 @@ def main():
         layer = big_layer()
         ours, peer = unpack_times(binary, root, layer)
         del layer
+        pulls = pull_times(binary, root)
         starts = start_times(binary, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -195,13 +268,14 @@ def main():
            f"| unpack a {mb:.0f} MB layer (import into a store on tmpfs) | {ours:.2f} s ({mb / ours:.0f} MB/s) "
            f"| `tar -xf` into tmpfs | {peer:.2f} s ({mb / peer:.0f} MB/s) | {ratio:.2f}x its throughput "
            f"| >= 0.8x: {verdict(ratio >= 0.8)} |",
+           pull_row(pulls, mb),
            f"| `exec --image -- true` | {image:.2f} ms | `exec -- true` on the host root | {host:.2f} ms "
            f"| {image / host:.2f}x | <= 1.1x: {verdict(image <= 1.1 * host)} |",
            f"| `exec --image -- true` | {image:.2f} ms | `bwrap --ro-bind ROOTFS / --unshare-all true` | {bwrap:.2f} ms "
            f"| {image / bwrap:.2f}x | |",
            "",
-           f"Unpacks: {UNPACKS} of each; starts: {ROUNDS} interleaved rounds of {PER_ROUND}. "
-           "Not measured yet: pulls (no `image pull`), `podman run`."]
+           f"Unpacks: {UNPACKS} of each; pulls: {PULLS} interleaved of each; starts: {ROUNDS} "
+           f"interleaved rounds of {PER_ROUND}. Not measured yet: `podman run`."]
     publish(out, results)
     return 0
 

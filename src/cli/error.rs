@@ -62,6 +62,10 @@ pub enum Error {
     #[error(transparent)]
     ImageStore(#[from] crate::image::StoreError),
     #[error(transparent)]
+    ImagePull(Box<crate::image::PullError>),
+    #[error(transparent)]
+    ImageCredentials(#[from] crate::image::CredentialsError),
+    #[error(transparent)]
     StateRoot(#[from] crate::workspace::state_root::StateRootError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
@@ -71,6 +75,12 @@ pub enum Error {
 impl From<crate::spec::TaskError> for Error {
     fn from(e: crate::spec::TaskError) -> Self {
         Error::Task(Box::new(e))
+    }
+}
+
+impl From<crate::image::PullError> for Error {
+    fn from(e: crate::image::PullError) -> Self {
+        Error::ImagePull(Box::new(e))
     }
 }
 

@@ -1,4 +1,4 @@
-//! `envcraft image import|ls|inspect|rm|gc`: the image store under the state root.
+//! `envcraft image import|pull|ls|inspect|rm|gc`: the image store under the state root.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,12 +7,14 @@ use clap::{Args, Subcommand};
 
 use super::error::Error;
 use super::task_args::StateDir;
-use crate::image::{Limits, Store};
+use crate::image::{Credentials, Limits, PullOptions, Store, credentials};
 
 #[derive(Debug, Subcommand)]
 pub enum ImageCommand {
     /// Import an OCI image layout (a directory or a tar of one) or a docker-archive.
     Import(ImportArgs),
+    /// Pull an image from an OCI distribution registry (Docker Hub, GHCR, a local one).
+    Pull(PullArgs),
     /// List the images in the store.
     Ls(LsArgs),
     /// Print an image's record (id, layers, config) as JSON.
@@ -34,6 +36,39 @@ pub struct ImportArgs {
     /// imported as a one-layer image.
     #[arg(long)]
     pub rootfs: bool,
+    /// Refuse a layer that expands to more than this many bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_layer_bytes: Option<u64>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The image: [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST] (Docker Hub's short names as Docker
+    /// reads them: `debian:bookworm` is `docker.io/library/debian:bookworm`).
+    pub reference: String,
+    /// The name to give it (default: REFERENCE as given).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The registry's credentials (else from the auth file). Prefer an auth file: a flag is
+    /// seen by other users of this machine in the process list.
+    #[arg(long, value_name = "USER:PASS")]
+    pub creds: Option<String>,
+    /// The Docker/Podman auth file to read credentials from (default: $REGISTRY_AUTH_FILE,
+    /// $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json, the first that exists).
+    #[arg(long, value_name = "FILE")]
+    pub authfile: Option<PathBuf>,
+    /// The platform to pick from a multi-platform image (default: this machine's).
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]")]
+    pub platform: Option<String>,
+    /// `false`: speak plain http to the registry (registries on 127.0.0.1, ::1 and localhost
+    /// always are).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub tls_verify: bool,
+    /// Give up on a registry that does not answer for this long.
+    #[arg(long, value_name = "SECS", default_value_t = crate::image::pull::DEFAULT_TIMEOUT.as_secs())]
+    pub timeout: u64,
     /// Refuse a layer that expands to more than this many bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_layer_bytes: Option<u64>,
@@ -97,6 +132,7 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
                 r.bytes
             ))?;
         }
+        ImageCommand::Pull(args) => pull(args)?,
         ImageCommand::Ls(args) => {
             let images = store(&args.state_dir)?.list()?;
             if args.json {
@@ -119,7 +155,7 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
             }
         }
         ImageCommand::Inspect(args) => {
-            let record = store(&args.state_dir)?.image(&args.name)?;
+            let record = store(&args.state_dir)?.record(&args.name)?;
             print(&json(&record))?;
         }
         ImageCommand::Rm(args) => {
@@ -139,4 +175,51 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
         }
     }
     Ok(0)
+}
+
+fn pull(args: PullArgs) -> Result<(), Error> {
+    let store = store(&args.state_dir)?;
+    let reference = crate::image::registry::parse_reference(&args.reference)
+        .map_err(crate::image::PullError::from)?;
+    let creds = match &args.creds {
+        Some(text) => Some(Credentials::from_flag(text)?),
+        None => {
+            let files = credentials::auth_files(args.authfile.as_deref());
+            credentials::lookup(
+                &files,
+                args.authfile.is_some(),
+                reference.registry(),
+                reference.repository(),
+            )?
+        }
+    };
+    let mut options = PullOptions::new(creds);
+    options.name = args.name.clone();
+    options.platform = args
+        .platform
+        .as_deref()
+        .map(crate::image::pull::parse_platform)
+        .transpose()?;
+    options.connection.tls_verify = args.tls_verify;
+    options.connection.timeout = std::time::Duration::from_secs(args.timeout.max(1));
+    if let Some(max) = args.max_layer_bytes {
+        options.limits.max_bytes = max;
+    }
+    let pulled = crate::image::pull(&store, &args.reference, &options)?;
+    let r = &pulled.record;
+    let resumed = if pulled.resumed > 0 {
+        format!(", {} of them resumed from an earlier pull", pulled.resumed)
+    } else {
+        String::new()
+    };
+    print(&format!(
+        "pulled {} ({}, {} layers, {} bytes; {} bytes downloaded{})\npinned: {}\n",
+        r.name,
+        r.id,
+        r.layers.len(),
+        r.bytes,
+        pulled.downloaded + pulled.resumed,
+        resumed,
+        pulled.pinned
+    ))
 }

@@ -7,15 +7,27 @@
 //! - [`unpack`]: that sandbox: a child in its own user namespace under Landlock limited to the
 //!   layer's directory;
 //! - [`store`]: the content-addressed layer store under the state root, image records, `gc`;
-//! - [`import`]: OCI layouts and docker-archives, as directories or tar files.
+//! - [`import`]: OCI layouts and docker-archives, as directories or tar files;
+//! - [`credentials`]: registry credentials from a flag or the Docker/Podman auth files;
+//! - [`registry`]: one OCI distribution registry (through the `oci-client` crate): auth,
+//!   manifests and blobs, each checked against its digest, blobs resumable;
+//! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
+//! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
 
+pub mod credentials;
 pub mod import;
 pub mod layer;
+pub mod lookup;
 pub mod oci;
+pub mod pull;
+pub mod registry;
 pub mod store;
 pub mod unpack;
 
+pub use credentials::{Credentials, CredentialsError};
 pub use import::{ImportError, Imported, import, import_rootfs};
 pub use layer::{LayerError, Limits};
 pub use oci::Digest;
+pub use pull::{PullError, PullOptions, Pulled, pull};
+pub use registry::{Connection, RegistryError};
 pub use store::{GcReport, ImageRecord, Store, StoreError};

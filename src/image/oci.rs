@@ -296,11 +296,22 @@ pub fn select<'a>(index: &'a Index, platform: &Platform) -> Option<&'a Descripto
     if let [only] = manifests.as_slice() {
         return Some(only);
     }
-    manifests.into_iter().find(|d| {
-        d.platform
-            .as_ref()
-            .is_some_and(|p| p.os == platform.os && p.architecture == platform.architecture)
-    })
+    let fits: Vec<&Descriptor> = manifests
+        .into_iter()
+        .filter(|d| {
+            d.platform
+                .as_ref()
+                .is_some_and(|p| p.os == platform.os && p.architecture == platform.architecture)
+        })
+        .collect();
+    // A variant asked for (`linux/arm/v7`) picks its own entry where the index has one.
+    let variant = platform.variant.as_deref();
+    fits.iter()
+        .find(|d| {
+            variant.is_some() && d.platform.as_ref().and_then(|p| p.variant.as_deref()) == variant
+        })
+        .or(fits.first())
+        .copied()
 }
 
 #[cfg(test)]
@@ -353,5 +364,36 @@ mod tests {
             ..amd
         };
         assert!(select(&index, &riscv).is_none());
+    }
+
+    #[test]
+    fn a_variant_asked_for_picks_its_own_entry_else_the_first_of_the_architecture() {
+        let doc = format!(
+            r#"{{"manifests":[
+            {{"mediaType":"{MEDIA_MANIFEST}","digest":"sha256:{a}","size":1,"platform":{{"os":"linux","architecture":"arm","variant":"v6"}}}},
+            {{"mediaType":"{MEDIA_MANIFEST}","digest":"sha256:{b}","size":1,"platform":{{"os":"linux","architecture":"arm","variant":"v7"}}}}]}}"#,
+            a = "a".repeat(64),
+            b = "b".repeat(64)
+        );
+        let Document::Index(index) = document("index", doc.as_bytes()).unwrap() else {
+            panic!("not an index")
+        };
+        let arm = |variant: Option<&str>| Platform {
+            architecture: "arm".into(),
+            os: "linux".into(),
+            variant: variant.map(str::to_string),
+        };
+        assert_eq!(
+            select(&index, &arm(Some("v7"))).unwrap().digest.hex(),
+            "b".repeat(64)
+        );
+        assert_eq!(
+            select(&index, &arm(None)).unwrap().digest.hex(),
+            "a".repeat(64)
+        );
+        assert_eq!(
+            select(&index, &arm(Some("v8"))).unwrap().digest.hex(),
+            "a".repeat(64)
+        );
     }
 }

@@ -7,6 +7,9 @@
 //! images/layers/HEX/layer.json      what was unpacked (digests, sizes)
 //! images/layers/HEX.lock            held while that layer is unpacked
 //! images/layers/.partial-HEX-*      an unpacking under way (or killed): never used, swept
+//! images/downloads/HEX              a blob being pulled (HEX: its digest), resumed from where
+//!                                   it stopped; removed once unpacked, or by `gc`
+//! images/downloads/HEX.lock         held while that blob is downloaded
 //! images/names/KEY.json             one image record (KEY: the sha256 of its name)
 //! ```
 //!
@@ -66,6 +69,16 @@ pub enum StoreError {
         "{name:?} is not an image name: expected 1 to 255 characters of letters, digits and `._:/@+-`, starting with a letter or a digit"
     )]
     BadName { name: String },
+    #[error(
+        "{name:?} names a registry image by tag, which can change under it: pin it by digest ({name}@sha256:...; `envcraft image pull {name}` prints the pinned reference), or pull it and name it (`envcraft image pull {name} --name NAME`)"
+    )]
+    NotPinned { name: String },
+    #[error("{name} could not be pulled on first use")]
+    Pull {
+        name: String,
+        #[source]
+        source: Box<super::pull::PullError>,
+    },
     #[error("the image record {path} is unreadable")]
     Record {
         path: PathBuf,
@@ -102,6 +115,7 @@ pub struct GcReport {
 const LOCK_WAIT: Duration = Duration::from_secs(600);
 
 /// The store under a state root.
+#[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
 }
@@ -160,6 +174,29 @@ impl Store {
 
     fn layers(&self) -> PathBuf {
         self.dir.join("layers")
+    }
+
+    fn downloads(&self) -> PathBuf {
+        self.dir.join("downloads")
+    }
+
+    /// Where the blob `digest` is downloaded to (kept there, partial, when a pull stops), and
+    /// the lock held while it is: made on demand. Call with [`Store::import_lock`] held.
+    pub fn download(&self, digest: &Digest) -> Result<(PathBuf, StoreLock), StoreError> {
+        let dir = self.downloads();
+        mkdir(&dir)?;
+        let held = self.lock(&dir.join(format!("{}.lock", digest.hex())), true)?;
+        Ok((dir.join(digest.hex()), held))
+    }
+
+    /// The lock held while the image `name` is pulled on first use, so that two first uses
+    /// pull it once.
+    pub fn name_lock(&self, name: &str) -> Result<StoreLock, StoreError> {
+        let key = Digest::of(name.as_bytes());
+        self.lock(
+            &self.dir.join("names").join(format!("{}.lock", key.hex())),
+            true,
+        )
     }
 
     /// The tree of the layer `diff_id` (present or not).
@@ -370,6 +407,11 @@ impl Store {
         Ok(unpacked)
     }
 
+    /// What the store holds of the layer `diff_id`, when it holds it whole.
+    pub fn layer(&self, diff_id: &Digest) -> Option<Unpacked> {
+        self.read_layer(&self.layers().join(diff_id.hex()))
+    }
+
     fn read_layer(&self, dir: &Path) -> Option<Unpacked> {
         let bytes = fs::read(dir.join("layer.json")).ok()?;
         serde_json::from_slice(&bytes).ok()
@@ -387,8 +429,8 @@ impl Store {
         write_atomic(&self.record_path(&record.name), &bytes)
     }
 
-    /// The image named `name`.
-    pub fn image(&self, name: &str) -> Result<ImageRecord, StoreError> {
+    /// The record of the image named `name`, as it is (no pull: see [`Store::image`]).
+    pub fn record(&self, name: &str) -> Result<ImageRecord, StoreError> {
         check_name(name)?;
         let path = self.record_path(name);
         let bytes = match fs::read(&path) {
@@ -423,7 +465,7 @@ impl Store {
     /// Remove the record of `name` (its layers stay until `gc`).
     pub fn remove(&self, name: &str) -> Result<ImageRecord, StoreError> {
         let _held = self.lock(&self.dir.join("lock"), true)?;
-        let record = self.image(name)?;
+        let record = self.record(name)?;
         let path = self.record_path(name);
         fs::remove_file(&path).map_err(io_err("remove", &path))?;
         Ok(record)
@@ -441,6 +483,15 @@ impl Store {
             partial_removed: self.sweep_partials(None)?,
             ..GcReport::default()
         };
+        // Downloads that a pull left (stopped, or killed): no pull is under way now.
+        let downloads = self.downloads();
+        if downloads.is_dir() {
+            for entry in fs::read_dir(&downloads).map_err(io_err("list", &downloads))? {
+                let path = entry.map_err(io_err("list", &downloads))?.path();
+                fs::remove_file(&path).map_err(io_err("remove", &path))?;
+                report.partial_removed += usize::from(path.extension().is_none());
+            }
+        }
         let layers = self.layers();
         for entry in fs::read_dir(&layers).map_err(io_err("list", &layers))? {
             let entry = entry.map_err(io_err("list", &layers))?;

@@ -40,7 +40,8 @@ enum Report {
     Confine { op: String, message: String },
 }
 
-/// Where a layer's bytes are: a file, or a member of a tar archive (from `offset`, `len` bytes).
+/// Where a layer's bytes are: a file, or a member of a tar archive (from `offset`, `len` bytes),
+/// or, with offset 0, a pipe.
 pub struct LayerSource {
     pub file: File,
     pub offset: u64,
@@ -133,7 +134,10 @@ fn child(
         };
     }
     use std::io::Seek;
-    if let Err(e) = layer.seek(io::SeekFrom::Start(offset)) {
+    // A layer from its start may be a pipe (a pull hands the download over as it arrives).
+    if offset > 0
+        && let Err(e) = layer.seek(io::SeekFrom::Start(offset))
+    {
         return Report::Confine {
             op: "seek to the layer".into(),
             message: e.to_string(),

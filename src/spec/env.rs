@@ -17,7 +17,8 @@
 //! skills = ["word-count"]                # default: none; needs the `skill` tool
 //! base_time = "2026-03-02T09:00:00Z"     # RFC 3339 with an offset; the clock at action 0
 //! time_step_secs = 60                    # seconds per action; 0 freezes the clock
-//! image = "office"                       # default: the host's root; an image of `envcraft image`
+//! image = "office"                       # default: the host's root; an image of `envcraft image`,
+//!                                        # or REGISTRY/REPO@sha256:HEX, pulled on first use
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -102,7 +103,8 @@ pub struct EnvSpec {
     /// `dir/files`: the initial workspace.
     pub files: PathBuf,
     /// The image whose root filesystem sessions run over (`envcraft image ls`), instead of
-    /// the host's read-only system paths.
+    /// the host's read-only system paths; a registry reference pinned by digest is pulled on
+    /// first use (`image::Store::image`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
 }
