@@ -1142,7 +1142,7 @@ fn connections_are_bounded_and_idle_ones_closed() {
     let mut kept = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     for _ in 0..3 {
-        kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .unwrap();
         let mut buf = [0u8; 512];
         let n = kept.read(&mut buf).unwrap();

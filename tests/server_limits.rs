@@ -138,7 +138,7 @@ fn connect_from(source: Ipv4Addr, port: u16) -> TcpStream {
 
 fn send(stream: &mut TcpStream, method: &str, path: &str, body: &str) {
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();
@@ -198,7 +198,7 @@ fn time_until_cut(mut stream: TcpStream, drip: bool, within: Duration) -> Option
     let started = Instant::now();
     if drip {
         stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             .unwrap();
     }
     let mut byte = [0u8; 1];
@@ -318,7 +318,7 @@ fn a_huge_content_length_is_refused_before_its_body_arrives() {
     let mut stream = connect_from(Ipv4Addr::LOCALHOST, server.port);
     stream
         .write_all(
-            b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{\"task\":",
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{\"task\":",
         )
         .unwrap();
     let started = Instant::now();
@@ -337,7 +337,7 @@ fn a_body_that_stops_arriving_is_cut_at_the_body_deadline() {
     let mut stream = connect_from(Ipv4Addr::LOCALHOST, server.port);
     stream
         .write_all(
-            b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"task\":",
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"task\":",
         )
         .unwrap();
     let started = Instant::now();
