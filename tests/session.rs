@@ -883,7 +883,8 @@ fn audit_passes_sound_tasks_and_names_what_fails_in_unsound_ones() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let (code, out, err) = envcraft(&["audit", "workspaces", "--json"], "", state.path());
+    // The example environment (tests/bundled.rs audits every bundled one, office over its image).
+    let (code, out, err) = envcraft(&["audit", "workspaces/example", "--json"], "", state.path());
     assert_eq!(code, 0, "{err}\n{out}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["summary"]["pass_rate"], 1.0, "{report}");
