@@ -117,6 +117,50 @@ fn a_tmpfs_filled_past_the_memory_limit_kills_the_command_not_the_session() {
 }
 
 #[test]
+fn the_init_keeps_room_of_its_own_for_every_command_after_a_tmpfs_is_filled() {
+    let _heavy = common::heavy_test_lock();
+    if !memory_cgroup_ready() {
+        return;
+    }
+    // The pages of /tmp stay charged after the writer dies; with one cgroup for the init and
+    // its commands, each later command's clone could take the init with it (about one run in
+    // 30). Ten in a row, each answered, and the session's init alive to the end.
+    let tasks = Tasks::new(Some(&small_memory_policy()));
+    let mut calls = vec![
+        exec("grep -E ':memory:' /proc/self/cgroup || echo no memory line"),
+        exec("exec head -c 200M /dev/zero > /tmp/fill"),
+    ];
+    calls.extend((0..10).map(|i| exec(&format!("echo {i}"))));
+    let ran = run_task(
+        &tasks,
+        "manifest",
+        &calls,
+        &[],
+        RunAs::Caller,
+        Duration::from_secs(90),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+    let results = ran.results();
+    assert_eq!(results.len(), calls.len(), "{}", ran.describe());
+    // Each command is answered: it ran, was the OOM killer's, or could not be executed for
+    // want of memory (`execve` then fails: E2BIG, the kernel's word for arguments it could not
+    // copy). What must not happen is the init's death: every later call would fail.
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["ok"], json!(true), "call {i}: {r}\n{}", ran.describe());
+        assert!(
+            r["exit_code"].is_i64() || r["killed_by"] == json!("oom"),
+            "call {i}: {r}"
+        );
+    }
+    assert_eq!(results[1]["killed_by"], json!("oom"), "{}", results[1]);
+    // On cgroup v1 the commands run in the run's `commands` memory cgroup, below the init's.
+    let cgroup = results[0]["stdout"].as_str().unwrap_or("");
+    if fs::metadata("/sys/fs/cgroup/memory/memory.limit_in_bytes").is_ok() {
+        assert!(cgroup.trim_end().ends_with("/commands"), "{cgroup}");
+    }
+}
+
+#[test]
 fn a_workspace_filled_past_the_memory_limit_kills_the_command_and_the_session_recovers() {
     let _heavy = common::heavy_test_lock();
     if !memory_cgroup_ready() {

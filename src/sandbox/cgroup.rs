@@ -6,6 +6,13 @@
 //! cgroup is created before the sandbox starts, the sandbox's first process joins it before it
 //! runs anything, and [`RunCgroup`] removes it on drop (after killing what is left in it).
 //!
+//! On cgroup v1 the commands have a memory cgroup of their own below the run's
+//! ([`COMMANDS`]), limited to the policy's memory; the run's is [`INIT_RESERVE`] larger, and
+//! the init stays in it. A command's pages, and the tmpfs pages it writes (which belong to no
+//! process and outlive it), are charged to the commands' cgroup, so the init always has room to
+//! start the next command: with one cgroup, a `/tmp` filled to the limit left the init, the
+//! only process, as the OOM killer's choice when it cloned a command, and the session ended.
+//!
 //! On cgroup v1 an empty run cgroup is parked for the next run instead (renamed `spare-*`, at
 //! most [`SPARES_MAX`] per hierarchy), and a run takes a parked one before it makes one: making
 //! and removing a memory cgroup (its per-CPU state, its offline and freeing after the rmdir)
@@ -25,6 +32,11 @@ const V1_PIDS: &str = "/sys/fs/cgroup/pids";
 const V1_MEMORY: &str = "/sys/fs/cgroup/memory";
 /// Most empty cgroups kept for reuse in one v1 hierarchy.
 pub const SPARES_MAX: usize = 16;
+/// The commands' memory cgroup below a run's (v1).
+pub const COMMANDS: &str = "commands";
+/// What the run's memory cgroup holds beyond the commands' limit, for the init alone (v1): far
+/// more than a command's clone (its task and kernel stack) and the init's own few pages.
+pub const INIT_RESERVE: u64 = 8 << 20;
 /// The name prefix of a parked cgroup (never an `envcraft-*` name, which the sweeper of killed
 /// runs' cgroups removes once old and empty: see `stale`).
 const SPARE_PREFIX: &str = "spare-";
@@ -123,15 +135,15 @@ impl RunCgroup {
                 fs::create_dir(&dir).map_err(err(&dir))?;
             }
             self.created.push(dir.clone());
-            if let Err(e) = apply_limits(&dir, &limits, reused) {
+            if let Err(e) = apply_all_limits(&dir, &limits, reused) {
                 if !reused {
                     return Err(e);
                 }
                 // What the previous run left charged could not be reclaimed under the new
                 // limit: a new cgroup instead.
-                fs::remove_dir(&dir).map_err(err(&dir))?;
+                remove_run_dir(&dir).map_err(err(&dir))?;
                 fs::create_dir(&dir).map_err(err(&dir))?;
-                apply_limits(&dir, &limits, false)?;
+                apply_all_limits(&dir, &limits, false)?;
             }
         }
         Ok(())
@@ -155,6 +167,41 @@ impl RunCgroup {
                     .map_err(err(&path))
             })
             .collect()
+    }
+
+    /// The membership file of the commands' memory cgroup (v1, see [`COMMANDS`]), opened for
+    /// writing as [`RunCgroup::open_membership_files`]; `None` where commands share the run's.
+    pub fn open_commands_membership_file(&self) -> Result<Option<fs::File>, CgroupError> {
+        let Some(dir) = self.commands_dir() else {
+            return Ok(None);
+        };
+        let path = dir.join("tasks");
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map(Some)
+            .map_err(err(&path))
+    }
+
+    /// The membership files a command without an init joins (the `Host` backend's): the
+    /// run's, the commands' memory cgroup in place of the run's memory cgroup where it has one.
+    pub fn open_command_membership_files(&self) -> Result<Vec<fs::File>, CgroupError> {
+        let mut files = self.open_membership_files()?;
+        if let Some(commands) = self.open_commands_membership_file()? {
+            let memory = self.created.iter().position(|d| d.starts_with(V1_MEMORY));
+            if let Some(i) = memory {
+                files[i] = commands;
+            }
+        }
+        Ok(files)
+    }
+
+    /// The run's memory cgroup's [`COMMANDS`] child (v1, once created).
+    fn commands_dir(&self) -> Option<PathBuf> {
+        (self.limits.support == CgroupSupport::V1)
+            .then(|| self.created.iter().find(|d| d.starts_with(V1_MEMORY)))
+            .flatten()
+            .map(|d| d.join(COMMANDS))
     }
 
     /// The membership files of the cgroups this process is in, one per hierarchy of the run's
@@ -205,15 +252,21 @@ impl RunCgroup {
     /// a memory cgroup or a kernel that counts them. A cgroup reused on v1 keeps its count:
     /// compare two readings, never one with zero.
     pub fn oom_kills(&self) -> Option<u64> {
-        let (dir, file) = match self.limits.support {
-            CgroupSupport::V1 => (
-                self.created.iter().find(|d| d.starts_with(V1_MEMORY))?,
-                "memory.oom_control",
+        match self.limits.support {
+            // v1 counts a kill in the victim's own cgroup only: the init's or the commands'.
+            CgroupSupport::V1 => {
+                let dir = self.created.iter().find(|d| d.starts_with(V1_MEMORY))?;
+                let count = |d: &Path| {
+                    oom_kill_count(&fs::read_to_string(d.join("memory.oom_control")).ok()?)
+                };
+                let commands = self.commands_dir().as_deref().and_then(count).unwrap_or(0);
+                Some(count(dir)? + commands)
+            }
+            CgroupSupport::V2 => oom_kill_count(
+                &fs::read_to_string(self.created.first()?.join("memory.events")).ok()?,
             ),
-            CgroupSupport::V2 => (self.created.first()?, "memory.events"),
-            CgroupSupport::None => return None,
-        };
-        oom_kill_count(&fs::read_to_string(dir.join(file)).ok()?)
+            CgroupSupport::None => None,
+        }
     }
 
     /// Kill every process still in the cgroup.
@@ -267,6 +320,38 @@ pub fn join_self(files: Vec<std::os::fd::OwnedFd>) -> io::Result<()> {
         fs::File::from(fd).write_all(b"0")?;
     }
     Ok(())
+}
+
+/// Write the run's limits into `dir` and, for a v1 memory cgroup, make its [`COMMANDS`] child
+/// (kept in a parked cgroup) with the policy's limit, `dir` holding [`INIT_RESERVE`] more.
+fn apply_all_limits(dir: &Path, limits: &CgroupLimits, reused: bool) -> Result<(), CgroupError> {
+    if limits.support != CgroupSupport::V1 || !dir.starts_with(V1_MEMORY) {
+        return apply_limits(dir, limits, reused);
+    }
+    let run = CgroupLimits {
+        memory_bytes: limits.memory_bytes.saturating_add(INIT_RESERVE),
+        ..*limits
+    };
+    // The parent's limit first: a child's is bounded by it, and a smaller parent limit could
+    // not be written under what the child holds.
+    apply_limits(dir, &run, reused)?;
+    let commands = dir.join(COMMANDS);
+    let made = match fs::create_dir(&commands) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(err(&commands)(e)),
+    };
+    apply_limits(&commands, limits, reused && !made)
+}
+
+/// Remove a run's cgroup directory, its [`COMMANDS`] child first.
+pub(super) fn remove_run_dir(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir(dir.join(COMMANDS)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::remove_dir(dir)
 }
 
 /// Write the run's limits into `dir`. A `reused` v1 memory cgroup may hold a previous run's
@@ -340,7 +425,9 @@ fn park(dir: &Path) -> bool {
     let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         return false;
     };
-    if !matches!(fs::read_to_string(dir.join("tasks")), Ok(tasks) if tasks.is_empty()) {
+    let empty = |d: &Path| matches!(fs::read_to_string(d.join("tasks")), Ok(t) if t.is_empty());
+    let commands = dir.join(COMMANDS);
+    if !empty(dir) || commands.exists() && !empty(&commands) {
         return false;
     }
     let parked = fs::read_dir(parent).map(|entries| {
@@ -365,7 +452,7 @@ impl Drop for RunCgroup {
                 continue;
             }
             for attempt in 0..200 {
-                if fs::remove_dir(dir).is_ok() || !dir.exists() {
+                if remove_run_dir(dir).is_ok() || !dir.exists() {
                     break;
                 }
                 if attempt % 20 == 0 {

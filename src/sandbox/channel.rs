@@ -43,7 +43,9 @@ pub enum Report {
     /// envcraft; none without cgroups): the first `join` are the run's, to write `0` to now
     /// (moving in); any after them are those of the cgroups envcraft itself is in, to move
     /// back to at `Shutdown`, so that the run's cgroup can be removed before the init's exit.
-    LimitsReady { join: usize },
+    /// With `commands`, the descriptor right after the first `join` is the commands' memory
+    /// cgroup's (see `cgroup::COMMANDS`), which each command moves itself into.
+    LimitsReady { join: usize, commands: bool },
     /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command. With
     /// `last`, the init ends the sandbox as soon as it has reported this command's end, as
     /// on `Shutdown` (one round trip less for a sandbox of one command).

@@ -166,13 +166,13 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     join_network(&mut init)?; // 7
     enter_root(&init)?; // 8
     seal_root(channel, &init)?; // 9
-    let home = join_cgroup(channel, oom_score.as_ref())?; // 10
+    let (home, commands_cgroup) = join_cgroup(channel, oom_score.as_ref())?; // 10
     let landlock = apply_landlock(&init)?; // 11
     restrict_current_process(&init.seccomp)?; // 12
     channel
         .send(&Report::Ready { landlock }, &[])
         .step("report ready")?;
-    serve(landlock, &init.plan, channel, oom_score)?; // 13-16, per command
+    serve(landlock, &init.plan, channel, oom_score, commands_cgroup)?; // 13-16, per command
     stop(home, channel); // 17
     Ok(0)
 }
@@ -515,20 +515,26 @@ fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
 /// Step 10: Into the run's cgroup (the parent made it while we built the root), keeping the way back
 /// (envcraft's own cgroups) for the end, before anything the agent controls starts; every other
 /// descriptor closed, and non-dumpable: the init holds nothing a command could borrow through
-/// /proc/1 (but its OOM score, for `serve`). Returns the way back.
-fn join_cgroup(channel: &Channel, oom_score: Option<&OomScore>) -> Result<Vec<OwnedFd>, StepError> {
+/// /proc/1 (but its OOM score, and the commands' cgroup, for `serve`). Returns the way back,
+/// and the commands' cgroup's membership file where they have one of their own.
+fn join_cgroup(
+    channel: &Channel,
+    oom_score: Option<&OomScore>,
+) -> Result<(Vec<OwnedFd>, Option<OwnedFd>), StepError> {
     let (limits, mut membership) = wait_for_any(channel)?;
-    let Report::LimitsReady { join } = limits else {
+    let Report::LimitsReady { join, commands } = limits else {
         return Err(fail("wait for the parent", "unexpected message".into()));
     };
-    let home = membership.split_off(join.min(membership.len()));
+    let mut home = membership.split_off(join.min(membership.len()));
+    let commands_cgroup = (commands && !home.is_empty()).then(|| home.remove(0));
     super::cgroup::join_self(membership).step("join the run's cgroup")?;
     let mut keep: Vec<i32> = home.iter().map(AsRawFd::as_raw_fd).collect();
     keep.push(channel.raw_fd());
     keep.extend(oom_score.map(OomScore::raw_fd));
+    keep.extend(commands_cgroup.as_ref().map(AsRawFd::as_raw_fd));
     sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
-    Ok(home)
+    Ok((home, commands_cgroup))
 }
 
 /// Step 11: Landlock, built where the commands' mounts are and applied to the init itself: the

@@ -509,7 +509,7 @@ impl Sandbox {
                 ..
             } => {
                 let membership = match &self.cgroup {
-                    Some(cg) if cg.is_active() => cg.open_membership_files()?,
+                    Some(cg) if cg.is_active() => cg.open_command_membership_files()?,
                     _ => Vec::new(),
                 };
                 let spec = CommandSpec {

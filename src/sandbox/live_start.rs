@@ -219,16 +219,19 @@ impl Sandbox {
         let Backend::Namespaced { channel, .. } = &sandbox.backend else {
             return Err(SandboxError::Lost);
         };
-        let (membership, home) = match cgroup.as_mut() {
+        let (membership, commands, home) = match cgroup.as_mut() {
             Some(cg) => {
                 cg.create()?;
                 let join = cg.open_membership_files()?;
-                (join, cg.open_home_membership_files().unwrap_or_default())
+                let commands = cg.open_commands_membership_file()?;
+                let home = cg.open_home_membership_files().unwrap_or_default();
+                (join, commands, home)
             }
-            None => (Vec::new(), Vec::new()),
+            None => (Vec::new(), None, Vec::new()),
         };
         let raw: Vec<i32> = membership
             .iter()
+            .chain(&commands)
             .chain(&home)
             .map(|f| f.as_raw_fd())
             .collect();
@@ -236,11 +239,12 @@ impl Sandbox {
             .send(
                 &Report::LimitsReady {
                     join: membership.len(),
+                    commands: commands.is_some(),
                 },
                 &raw,
             )
             .map_err(os("start the sandbox"))?;
-        drop((membership, home));
+        drop((membership, commands, home));
         sandbox.cgroup = cgroup;
         // What killed runs left behind is swept while the init builds the root (this process
         // has nothing else to do until then): off the path to the command's start. Our own

@@ -24,8 +24,10 @@ pub(super) fn serve(
     plan: &Plan,
     channel: &Channel,
     oom_score: Option<OomScore>,
+    commands_cgroup: Option<OwnedFd>,
 ) -> Result<(), StepError> {
-    let mut starter = Starter::new(plan, landlock, oom_score).step("map the commands' stack")?;
+    let mut starter =
+        Starter::new(plan, landlock, oom_score, commands_cgroup).step("map the commands' stack")?;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // Commands running: (id, pid, pidfd).
     let mut running: Vec<(u64, Pid, OwnedFd)> = Vec::new();
@@ -270,6 +272,8 @@ struct Starter<'a> {
     landlock: landlock::LandlockOutcome,
     rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
     oom_score: Option<OomScore>,
+    /// The commands' memory cgroup's membership file, where they have one (see `cgroup`).
+    commands_cgroup: Option<OwnedFd>,
 }
 
 impl<'a> Starter<'a> {
@@ -277,6 +281,7 @@ impl<'a> Starter<'a> {
         plan: &'a Plan,
         landlock: landlock::LandlockOutcome,
         oom_score: Option<OomScore>,
+        commands_cgroup: Option<OwnedFd>,
     ) -> io::Result<Starter<'a>> {
         Ok(Starter {
             spawner: spawn::Spawner::new()?,
@@ -284,6 +289,7 @@ impl<'a> Starter<'a> {
             landlock,
             rlimits: command_rlimits(plan),
             oom_score,
+            commands_cgroup,
         })
     }
 
@@ -315,7 +321,9 @@ impl<'a> Starter<'a> {
         let nul =
             |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
         let image = spawn::Image::new(program, argv, env).map_err(nul)?;
-        let command = spawn::Prepared::new(image, &plan.workspace, stdio, rlimits).map_err(nul)?;
+        let cgroup = self.commands_cgroup.as_ref().map(AsRawFd::as_raw_fd);
+        let command =
+            spawn::Prepared::new(image, &plan.workspace, stdio, rlimits, cgroup).map_err(nul)?;
         // The command is cloned with the highest OOM score; the init's own is back once it runs.
         let raised = oom_score.filter(|o| o.raise());
         let spawned = spawner.spawn(&command);

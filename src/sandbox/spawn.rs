@@ -12,7 +12,8 @@
 //!
 //! What the child does, in order: an empty signal mask (the init has set every ignored signal
 //! back to its default: an ignored signal stays ignored across `execve`, and envcraft
-//! ignores `SIGPIPE`), its own session (`setsid`: no way to the host's terminal), stdio,
+//! ignores `SIGPIPE`), its own session (`setsid`: no way to the host's terminal), the
+//! commands' memory cgroup where they have one (see `cgroup::COMMANDS`), stdio,
 //! the workspace as working directory, the command's resource limits, every other descriptor
 //! closed, `execve`. no_new_privs, capabilities, Landlock and seccomp are the init's already and
 //! are inherited.
@@ -93,16 +94,19 @@ pub struct Prepared {
     workspace: CString,
     stdio: [RawFd; 3],
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// A cgroup membership file the child writes `0` to, moving itself in.
+    cgroup: Option<RawFd>,
 }
 
 impl Prepared {
-    /// The command's [`Image`], the workspace to run it in, the three stdio descriptors, and
-    /// `(resource, soft, hard)` limits.
+    /// The command's [`Image`], the workspace to run it in, the three stdio descriptors,
+    /// `(resource, soft, hard)` limits, and the membership file of a cgroup to join.
     pub fn new(
         image: Image,
         workspace: &std::path::Path,
         stdio: [RawFd; 3],
         rlimits: &[(libc::__rlimit_resource_t, u64, u64)],
+        cgroup: Option<RawFd>,
     ) -> Result<Prepared, NulByte> {
         use std::os::unix::ffi::OsStrExt;
         let workspace = CString::new(workspace.as_os_str().as_bytes())
@@ -123,6 +127,7 @@ impl Prepared {
                     )
                 })
                 .collect(),
+            cgroup,
         })
     }
 }
@@ -137,6 +142,7 @@ pub fn exec_exit_code(errno: i32) -> i32 {
 const STEPS: &[&str] = &[
     "clear the signal mask",
     "setsid",
+    "join the commands' cgroup",
     "set up stdio",
     "enter the workspace",
     "set rlimits",
@@ -257,29 +263,35 @@ extern "C" fn child(arg: *mut c_void) -> libc::c_int {
         if libc::setsid() < 0 {
             return fail(1);
         }
+        // Before stdio is placed: the descriptor may be one of 0-2 (the init closed its own).
+        if let Some(fd) = command.cgroup
+            && libc::write(fd, c"0".as_ptr().cast(), 1) != 1
+        {
+            return fail(2);
+        }
         // Out of the way first (above 10), so that placing one cannot clobber another.
         let mut moved = [0; 3];
         for (slot, &fd) in moved.iter_mut().zip(command.stdio.iter()) {
             *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
             if *slot < 0 {
-                return fail(2);
+                return fail(3);
             }
         }
         for (target, &fd) in moved.iter().enumerate() {
             if libc::dup2(fd, target as libc::c_int) < 0 {
-                return fail(2);
+                return fail(3);
             }
         }
         if libc::chdir(command.workspace.as_ptr()) < 0 {
-            return fail(3);
+            return fail(4);
         }
         for (resource, limit) in &command.rlimits {
             if libc::setrlimit(*resource, limit) < 0 {
-                return fail(4);
+                return fail(5);
             }
         }
         if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) < 0 {
-            return fail(5);
+            return fail(6);
         }
         command.image.execve();
         fail(EXECVE)
@@ -308,6 +320,7 @@ mod tests {
             std::path::Path::new("/"),
             [null.as_raw_fd(), write.as_raw_fd(), write.as_raw_fd()],
             &[(libc::RLIMIT_CORE, 0, 0)],
+            None,
         )
         .unwrap();
         let (pid, failure) = Spawner::new().unwrap().spawn(&command).unwrap();

@@ -105,7 +105,13 @@ fn remove_old_empty_cgroups(parent: &Path, grace: std::time::Duration) {
             .ok()
             .and_then(|made| made.elapsed().ok())
             .is_some_and(|age| age > grace);
-        if old && fs::remove_dir(entry.path()).is_ok() {
+        // Its commands' cgroup (v1) goes first, and only once the run's own holds nothing:
+        // a live run's init is in the run's cgroup while its commands' may be empty.
+        let empty = match fs::read_to_string(entry.path().join("cgroup.procs")) {
+            Ok(procs) => procs.trim().is_empty(),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        if old && empty && super::cgroup::remove_run_dir(&entry.path()).is_ok() {
             tracing::debug!(cgroup = %entry.path().display(), "removed a killed run's cgroup");
         }
     }
