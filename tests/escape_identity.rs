@@ -219,6 +219,43 @@ fn root_only_host_files_were_readable_where_idmapped_mounts_are_refused() {
     t.assert_unchanged();
 }
 
+#[test]
+fn root_only_host_files_that_vanish_while_a_sandbox_starts_do_not_fail_it() {
+    if !sandbox_ready() || !is_root() {
+        return;
+    }
+    let t = Template::new();
+    let Some(overlay) = OverlayTemplate::over(t.path()) else {
+        common::skip("cannot mount an overlay to hold the template");
+        return;
+    };
+    // Root-only files come and go in /etc while sandboxes start (another process's, as a
+    // parallel test's were): one scanned for a mask and removed before the mask is mounted
+    // left the sandbox's setup failing with ENOENT.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let f = RootOnlyFile::new();
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                drop(f);
+            }
+        })
+    };
+    let runs: Vec<_> = (0..15)
+        .map(|_| exec_json(&overlay.merged, None, &[], &["true"]))
+        .collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    for r in &runs {
+        r.assert_ran();
+        assert_eq!(r.exit_code, Some(0), "{}", r.describe());
+    }
+    drop(overlay);
+    t.assert_unchanged();
+}
+
 fn host_file(path: &str) -> Option<String> {
     fs::read_to_string(path).ok()
 }

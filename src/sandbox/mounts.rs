@@ -136,7 +136,17 @@ pub(super) fn apply_mount(
             } else {
                 dirs.mask_file()
             };
-            bind(&source, &below(root, path), false).step(&format!("mask {}", path.display()))
+            let target = below(root, path);
+            match bind(&source, &target, false) {
+                // Gone from the host since the plan was made (a root-only file another
+                // process removed meanwhile): there is nothing left to hide. A file made there
+                // later is what a file made after the sandbox's start is: the plan's scan
+                // never saw it either.
+                Err(e) if e == nix::errno::Errno::ENOENT && target.symlink_metadata().is_err() => {
+                    Ok(())
+                }
+                r => r.step(&format!("mask {}", path.display())),
+            }
         }
         MountStep::Generated { path, .. } => {
             // Written in step 3, bound from the read-only scratch tmpfs like the masks.
