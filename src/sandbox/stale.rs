@@ -82,7 +82,7 @@ fn sweep(state_root: &Path) {
     }
     for parent in CGROUP_PARENTS {
         for name in &dead_runs {
-            let _ = fs::remove_dir(Path::new(parent).join(name));
+            let _ = super::cgroup::remove_run_dir(&Path::new(parent).join(name));
         }
         remove_old_empty_cgroups(Path::new(parent), CGROUP_GRACE);
     }
