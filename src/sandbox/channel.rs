@@ -54,6 +54,9 @@ pub enum Report {
         argv: Vec<String>,
         env: Vec<(String, String)>,
         last: bool,
+        /// Its working directory (beneath the workspace); `None`: the workspace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<PathBuf>,
     },
     /// envcraft → init: send `signal` to command `id`'s process group.
     Signal { id: u64, signal: i32 },
@@ -263,6 +266,7 @@ mod tests {
             argv: vec!["sh".into(), "x".repeat(len)],
             env: vec![("K".into(), "v".repeat(len))],
             last: false,
+            cwd: None,
         }
     }
 

@@ -33,6 +33,9 @@ use super::{OutputMode, SandboxError, nix_os, os};
 use crate::sys::{self, Cloned};
 use crate::workspace::{self, Changes};
 
+#[path = "live_background.rs"]
+mod background;
+pub use self::background::StdinError;
 #[path = "live_commands.rs"]
 mod commands;
 #[path = "freeze.rs"]
@@ -55,6 +58,8 @@ struct Launched {
     out: OwnedFd,
     err: OwnedFd,
     direct: Option<(Pid, OwnedFd)>,
+    /// The write end of the command's stdin, under [`StdinSource::Pipe`].
+    stdin: Option<OwnedFd>,
 }
 
 /// Background commands a sandbox keeps, running or ended with their output (see
@@ -69,6 +74,15 @@ pub struct Background {
     out: Option<OwnedFd>,
     err: Option<OwnedFd>,
     direct: Option<(Pid, OwnedFd)>,
+    /// The write end of its stdin while it is open (see [`Sandbox::write_stdin`]).
+    stdin: Option<OwnedFd>,
+    /// When it is killed for running past its timeout (checked whenever the background
+    /// commands are read: see [`Sandbox::background`]).
+    deadline: Option<Instant>,
+    /// It was killed at its deadline.
+    pub timed_out: bool,
+    /// The working directory it was started in, relative to the workspace.
+    pub cwd: PathBuf,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub stdout_truncated: bool,
@@ -87,6 +101,9 @@ pub struct ExecRequest {
     pub timeout: Duration,
     pub stdin: StdinSource,
     pub output: OutputMode,
+    /// The working directory, relative to the workspace (checked by the caller to stay beneath
+    /// it); empty: the workspace itself.
+    pub cwd: PathBuf,
 }
 
 /// What a command reads on its standard input.
@@ -98,6 +115,10 @@ pub enum StdinSource {
     Inherit,
     /// These bytes, then end of file (at most [`STDIN_BYTES_MAX`]).
     Bytes(Vec<u8>),
+    /// A pipe whose write end the sandbox keeps open, for what the caller writes later (to a
+    /// command that went to the background: see [`Sandbox::write_stdin`]). A command run to its
+    /// end in the foreground reads nothing from it; the pipe closes at its end.
+    Pipe,
 }
 
 /// The most bytes [`StdinSource::Bytes`] carries: what a pipe holds without a reader, so the
@@ -120,6 +141,9 @@ pub struct ExecResult {
     pub oom_killed: bool,
     /// Its caller cancelled it (see [`super::cancel`]): killed with its process group.
     pub cancelled: bool,
+    /// Still running when the caller's yield time came (see [`Sandbox::exec_or_yield`]): it
+    /// goes on in the background under this id, and the output here is what it printed so far.
+    pub yielded: Option<u64>,
 }
 
 enum Backend {
@@ -466,6 +490,7 @@ impl Sandbox {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
         let (err_r, err_w) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
+        let mut keep_stdin = None;
         let stdin: OwnedFd = match &request.stdin {
             StdinSource::Inherit => io::stdin()
                 .as_fd()
@@ -486,7 +511,17 @@ impl Sandbox {
                 drop(w);
                 r
             }
+            StdinSource::Pipe => {
+                let (r, w) =
+                    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(nix_os("create a pipe"))?;
+                // Written without blocking: a command that does not read cannot hold the caller.
+                nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+                    .map_err(nix_os("make a pipe non-blocking"))?;
+                keep_stdin = Some(w);
+                r
+            }
         };
+        let cwd = self.plan.workspace.join(&request.cwd);
         let mut direct: Option<(Pid, OwnedFd)> = None;
         match &self.backend {
             Backend::Namespaced { channel, .. } => {
@@ -497,6 +532,7 @@ impl Sandbox {
                             argv: request.argv.clone(),
                             env,
                             last,
+                            cwd: (!request.cwd.as_os_str().is_empty()).then(|| cwd.clone()),
                         },
                         &[stdin.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
                     )
@@ -529,13 +565,7 @@ impl Sandbox {
                             stderr: err_w.as_fd(),
                         };
                         command::command_main(
-                            &self.plan,
-                            seccomp,
-                            rules,
-                            child_end,
-                            stdio,
-                            &spec,
-                            &self.plan.workspace,
+                            &self.plan, seccomp, rules, child_end, stdio, &spec, &cwd,
                         )
                     }
                     Ok(Cloned::Parent(pid)) => {
@@ -552,6 +582,7 @@ impl Sandbox {
             out: out_r,
             err: err_r,
             direct,
+            stdin: keep_stdin,
         })
     }
 
@@ -560,7 +591,30 @@ impl Sandbox {
         let start = Instant::now();
         self.noting_oom(|sandbox| {
             let l = sandbox.launch(request, false)?;
-            sandbox.supervise(l.id, request, l.out, l.err, l.direct, start)
+            sandbox.supervise(l, request, start, None)
+        })
+    }
+
+    /// Run one command to its end, or until `yield_after` has passed: then it goes on in the
+    /// background (as if [`Sandbox::spawn`] had started it, its timeout still counted from its
+    /// start) and the result says so in `yielded`, with what it printed so far. When the
+    /// background is full (see [`Sandbox::spawn`]) it runs to its end as with
+    /// [`Sandbox::exec`].
+    pub fn exec_or_yield(
+        &mut self,
+        request: &ExecRequest,
+        yield_after: Duration,
+    ) -> Result<ExecResult, SandboxError> {
+        let room = match self.make_room_in_background() {
+            Ok(()) => true,
+            Err(SandboxError::TooManyBackground(_)) => false,
+            Err(e) => return Err(e),
+        };
+        let start = Instant::now();
+        let yield_at = room.then(|| start + yield_after);
+        self.noting_oom(|sandbox| {
+            let l = sandbox.launch(request, false)?;
+            sandbox.supervise(l, request, start, yield_at)
         })
     }
 
@@ -572,50 +626,8 @@ impl Sandbox {
         let start = Instant::now();
         self.noting_oom(|sandbox| {
             let l = sandbox.launch(request, true)?;
-            sandbox.supervise(l.id, request, l.out, l.err, l.direct, start)
+            sandbox.supervise(l, request, start, None)
         })
-    }
-
-    /// Start a command in the background; its id. Its output is collected as it comes (see
-    /// [`Sandbox::background`]); it is killed at the sandbox's end or by
-    /// [`Sandbox::kill_background`].
-    ///
-    /// At most [`MAX_BACKGROUND`] are kept: past that, the oldest that ended is forgotten (its
-    /// output with it), and when none has ended the new one is refused, so that an agent cannot
-    /// make the host keep the output of thousands of them.
-    pub fn spawn(&mut self, request: &ExecRequest) -> Result<u64, SandboxError> {
-        if self.background.len() >= MAX_BACKGROUND {
-            self.background()?;
-            if !self.background.iter().any(|b| b.ended) {
-                self.await_an_end()?;
-            }
-            match self.background.iter().position(|b| b.ended) {
-                Some(oldest) => {
-                    self.background.remove(oldest);
-                }
-                None => return Err(SandboxError::TooManyBackground(MAX_BACKGROUND)),
-            }
-        }
-        let l = self.launch(request, false)?;
-        for fd in [&l.out, &l.err] {
-            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-                .map_err(nix_os("make a pipe non-blocking"))?;
-        }
-        self.background.push(Background {
-            id: l.id,
-            argv: request.argv.clone(),
-            out: Some(l.out),
-            err: Some(l.err),
-            direct: l.direct,
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-            stdout_truncated: false,
-            stderr_truncated: false,
-            exit_code: None,
-            signal: None,
-            ended: false,
-        });
-        Ok(l.id)
     }
 
     /// End the sandbox: every process in it, its mounts, its cgroup, its state directory.
@@ -824,6 +836,7 @@ mod tests {
                     timeout: Duration::from_secs(30),
                     stdin: StdinSource::Null,
                     output: OutputMode::Capture,
+                    cwd: Default::default(),
                 })
                 .unwrap();
             assert_eq!(result.exit_code, Some(0), "{mode:?}: {result:?}");

@@ -1,5 +1,5 @@
-//! A live sandbox's commands (see [`super`]): background commands, signals, and the
-//! supervision of one command to its end (output captured with a cap, the wall-clock limit).
+//! A live sandbox's commands (see [`super`]): signals, and the supervision of one command to
+//! its end (output captured with a cap, the wall-clock limit) or to its yield to the background.
 
 use super::*;
 
@@ -19,97 +19,6 @@ impl Sandbox {
         Ok(r)
     }
 
-    /// Wait (at most 1 s) for one of the background commands to be reported ended: one that
-    /// just exited, or was just killed, has its report on the way.
-    pub(super) fn await_an_end(&mut self) -> Result<(), SandboxError> {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < deadline {
-            let channel = self.channel();
-            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::from(10u8));
-            if self.background()?.iter().any(|b| b.ended) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// The background commands, with everything they printed and how they ended so far.
-    pub fn background(&mut self) -> Result<&[Background], SandboxError> {
-        // Reports waiting on the channel (ends of background commands).
-        loop {
-            let channel = self.channel();
-            let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-            if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
-                break;
-            }
-            match self.channel().recv() {
-                Ok(Some((report, fds))) => {
-                    if let Some(other) = self.absorb(report, fds)? {
-                        self.pending.push(other);
-                    }
-                }
-                _ => break,
-            }
-        }
-        let cap = self.plan.output_bytes as usize;
-        let mut buf = vec![0u8; 64 * 1024];
-        let pending = std::mem::take(&mut self.pending);
-        let mut keep = Vec::new();
-        for report in pending {
-            let target = match &report {
-                Report::Exited { id, .. } | Report::Signaled { id, .. } => {
-                    self.background.iter_mut().find(|b| b.id == *id)
-                }
-                _ => None,
-            };
-            match (target, report) {
-                (Some(b), Report::Exited { code, .. }) => {
-                    b.exit_code = Some(code);
-                    b.ended = true;
-                }
-                (Some(b), Report::Signaled { signal, .. }) => {
-                    b.signal = Some(signal);
-                    b.ended = true;
-                }
-                (_, other) => keep.push(other),
-            }
-        }
-        self.pending = keep;
-        for b in &mut self.background {
-            for (pipe, sink, truncated) in [
-                (&mut b.out, &mut b.stdout, &mut b.stdout_truncated),
-                (&mut b.err, &mut b.stderr, &mut b.stderr_truncated),
-            ] {
-                while let Some(fd) = pipe.as_ref() {
-                    match nix::unistd::read(fd, &mut buf) {
-                        Ok(0) => *pipe = None,
-                        Ok(n) => *truncated |= append_capped(sink, &buf[..n], cap),
-                        Err(nix::errno::Errno::EAGAIN) => break,
-                        Err(_) => *pipe = None,
-                    }
-                }
-            }
-            if let Some((pid, _)) = &b.direct
-                && !b.ended
-            {
-                match waitpid(*pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(_, code)) => {
-                        b.exit_code = Some(code);
-                        b.ended = true;
-                    }
-                    Ok(WaitStatus::Signaled(_, s, _)) => {
-                        b.signal = Some(s as i32);
-                        b.ended = true;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(&self.background)
-    }
-
-    /// Kill background command `id` and its process group; false if there is none.
     /// The handle that cancels the command this sandbox runs in the foreground (made on the
     /// first ask; see [`crate::sandbox::cancel`]).
     pub fn cancel_handle(&mut self) -> io::Result<std::sync::Arc<crate::sandbox::cancel::Cancel>> {
@@ -119,17 +28,6 @@ impl Sandbox {
         let cancel = std::sync::Arc::new(crate::sandbox::cancel::Cancel::new()?);
         self.cancel = Some(cancel.clone());
         Ok(cancel)
-    }
-
-    pub fn kill_background(&mut self, id: u64) -> bool {
-        let Some(b) = self.background.iter().find(|b| b.id == id) else {
-            return false;
-        };
-        if !b.ended {
-            let direct = b.direct.as_ref().map(|(p, _)| *p);
-            self.signal(id, direct, Signal::SIGKILL);
-        }
-        true
     }
 
     /// Ask the sandbox to signal command `id`'s process group.
@@ -159,15 +57,25 @@ impl Sandbox {
         }
     }
 
+    /// Supervise launched command `l` to its end, or (with `yield_at`) until then: a command
+    /// still running at `yield_at` is kept in the background (see
+    /// [`Sandbox::exec_or_yield`]).
     pub(super) fn supervise(
         &mut self,
-        id: u64,
+        l: Launched,
         request: &ExecRequest,
-        out: OwnedFd,
-        err: OwnedFd,
-        direct: Option<(Pid, OwnedFd)>,
         start: Instant,
+        yield_at: Option<Instant>,
     ) -> Result<ExecResult, SandboxError> {
+        let Launched {
+            id,
+            out,
+            err,
+            mut direct,
+            stdin,
+        } = l;
+        // The write end of a piped stdin lives as long as the command is supervised here.
+        let mut stdin = stdin;
         let mut r = ExecResult::default();
         let cap = self.plan.output_bytes as usize;
         let deadline = start + request.timeout;
@@ -220,10 +128,33 @@ impl Sandbox {
             {
                 break;
             }
+            if ended_at.is_none()
+                && !r.timed_out
+                && !r.cancelled
+                && yield_at.is_some_and(|y| now >= y)
+            {
+                let pipes = (
+                    out.take().filter(|_| out_open),
+                    err.take().filter(|_| err_open),
+                );
+                r.duration = start.elapsed();
+                let so_far = r.clone();
+                self.keep_in_background(
+                    id,
+                    request,
+                    pipes,
+                    direct.take(),
+                    stdin.take(),
+                    deadline,
+                    so_far,
+                )?;
+                r.yielded = Some(id);
+                return Ok(r);
+            }
             let wait_until = match ended_at {
                 Some(t) => t + grace,
                 None if r.timed_out || r.cancelled => now + Duration::from_secs(5),
-                None => deadline,
+                None => yield_at.map_or(deadline, |y| y.min(deadline)),
             };
             let timeout_ms = wait_until
                 .saturating_duration_since(now)
@@ -368,6 +299,7 @@ impl Sandbox {
         if r.exit_code.is_none() && r.signal.is_none() && r.timed_out {
             r.signal = Some(Signal::SIGKILL as i32);
         }
+        drop(stdin);
         r.duration = start.elapsed();
         Ok(r)
     }

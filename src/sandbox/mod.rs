@@ -349,6 +349,7 @@ pub fn execute(
             StdinSource::Null
         },
         output: options.output,
+        cwd: Default::default(),
     })?;
     let changes = if options.read_changes || options.keep_changes.is_some() {
         // Read and kept with nothing of the sandbox running (see `Sandbox::frozen`).

@@ -105,6 +105,7 @@ pub(super) fn serve(
                     argv,
                     env,
                     last: is_last,
+                    cwd,
                 },
                 stdio,
             ))) if stdio.len() == 3 => {
@@ -116,7 +117,7 @@ pub(super) fn serve(
                     stdio[1].as_raw_fd(),
                     stdio[2].as_raw_fd(),
                 ];
-                let started = starter.start(id, &argv, &env, fds);
+                let started = starter.start(id, &argv, &env, cwd.as_deref(), fds);
                 drop(stdio);
                 let (pid, report) = match started {
                     Ok((pid, report)) => (Some(pid), report),
@@ -301,6 +302,7 @@ impl<'a> Starter<'a> {
         id: u64,
         argv: &[String],
         env: &[(String, String)],
+        cwd: Option<&std::path::Path>,
         stdio: [i32; 3],
     ) -> Result<(Pid, Report), Report> {
         let plan = self.plan;
@@ -322,8 +324,8 @@ impl<'a> Starter<'a> {
             |spawn::NulByte(what)| setup_failed("prepare the command", libc::EINVAL, what.into());
         let image = spawn::Image::new(program, argv, env).map_err(nul)?;
         let cgroup = self.commands_cgroup.as_ref().map(AsRawFd::as_raw_fd);
-        let command =
-            spawn::Prepared::new(image, &plan.workspace, stdio, rlimits, cgroup).map_err(nul)?;
+        let cwd = cwd.unwrap_or(&plan.workspace);
+        let command = spawn::Prepared::new(image, cwd, stdio, rlimits, cgroup).map_err(nul)?;
         // The command is cloned with the highest OOM score; the init's own is back once it runs.
         let raised = oom_score.filter(|o| o.raise());
         let spawned = spawner.spawn(&command);

@@ -282,6 +282,7 @@ impl Session {
                     timeout: Duration::from_secs(10),
                     stdin: sandbox::StdinSource::Null,
                     output: sandbox::OutputMode::Capture,
+                    cwd: Default::default(),
                 })?;
                 if probe.exit_code != Some(0) {
                     return Err(SessionError::Sandbox(SandboxError::Setup {

@@ -14,6 +14,7 @@
 //!   beneath the workspace by the kernel, files replaced atomically, bounded walks.
 //! - [`read`], [`write`], [`edit`], [`apply_patch`], [`ls`], [`glob`], [`grep`]: the file tools;
 //!   [`exec`], [`process`], [`skill`]: the tools that run commands in the session's sandbox.
+//! - [`keys`]: the bytes `process send-keys` and `paste` write (key names, hex, text), pure.
 //! - [`patch`]: parsing unified diffs (and OpenClaw's `*** Begin Patch` format) and applying
 //!   hunks to bytes, pure.
 
@@ -23,6 +24,7 @@ pub mod exec;
 pub mod fs;
 pub mod glob;
 pub mod grep;
+pub mod keys;
 pub mod ls;
 pub mod patch;
 pub mod process;

@@ -223,6 +223,7 @@ pub fn call(
         timeout: skill.timeout,
         stdin: StdinSource::Bytes(input),
         output: OutputMode::Capture,
+        cwd: Default::default(),
     };
     match sandbox.exec(&request) {
         Ok(r) if r.timed_out => ToolError::timeout(format!(

@@ -114,6 +114,7 @@ pub fn run_grader(
             timeout,
             stdin: StdinSource::Null,
             output: OutputMode::Capture,
+            cwd: Default::default(),
         });
         grader.close();
         r
