@@ -5,10 +5,12 @@
 //!
 //! - [`clock`]: `base_time + action_index × step`, never the wall clock;
 //! - [`store`]: the session's directory (atomic state writes, a lock with a bounded wait);
-//! - [`transcript`]: the OpenClaw-shaped JSONL of calls and results.
+//! - [`transcript`]: the OpenClaw-shaped (v3) JSONL of turns, calls, results and the model's
+//!   own messages; [`assistant`]: those messages as a client hands them over, checked.
 //!
 //! No global state: everything a call needs is in its `Session`.
 
+pub mod assistant;
 pub mod clock;
 pub mod resume;
 pub mod store;
@@ -64,6 +66,12 @@ pub enum SessionError {
     Grader(#[from] crate::verify::command::GraderError),
     #[error("task {task} has no expected.json yet: write it with `envcraft record {task}`")]
     NoExpected { task: String },
+    #[error("the assistant message is not recorded: {0}")]
+    Assistant(#[from] assistant::AssistantError),
+    #[error(
+        "the transcript reached its policy's limit (limits.transcript_bytes): the message is not recorded"
+    )]
+    TranscriptFull,
 }
 
 /// Where sessions live and what they can reach.
@@ -138,6 +146,8 @@ pub struct Session {
     enforced: Enforced,
     /// What `process poll` already returned of each background command.
     offsets: tools::process::Offsets,
+    /// Where the transcript's next entry goes.
+    chain: transcript::Chain,
 }
 
 /// A fresh session id: 16 hex digits from the OS's random source.
@@ -237,12 +247,27 @@ impl Session {
             seed: options.seed,
             origin: options.origin.clone(),
         };
-        let session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
+        let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
+        // The header's id is derived, not the session's own: the same task, clock and seed give
+        // the same transcript.
+        let stamp = rfc3339(clock.unix_at(0));
+        let material = format!(
+            "envcraft transcript\n{}\n{}+{}\n{:?}",
+            session.task_name(),
+            clock.base_unix,
+            clock.step_secs,
+            session.parts.seed
+        );
+        let cwd = session.root.mount().display().to_string();
+        let mut lines = transcript::header(&transcript::session_uuid(&material), &stamp, &cwd)
+            .to_string()
+            + "\n";
         if let Some(prompt) = task.turns.first() {
-            let line = transcript::user_message(prompt, &rfc3339(clock.unix_at(0)));
-            let appended = session
-                .dir
-                .append_transcript(format!("{line}\n").as_bytes());
+            let line = transcript::user_message(prompt, &stamp, &mut session.chain);
+            lines += &format!("{line}\n");
+        }
+        {
+            let appended = session.dir.append_transcript(lines.as_bytes());
             if let Err(e) = appended {
                 // A session that could not be recorded is not made: nothing of it is left.
                 session.close();
@@ -322,6 +347,7 @@ impl Session {
             turn,
             enforced,
             offsets,
+            chain: transcript::Chain::default(),
         };
         if let Err(e) = session.save() {
             // The state root full, say: its directory and sandbox go, not left to a sweep.
@@ -337,7 +363,7 @@ impl Session {
     pub fn fork(&mut self) -> Result<Session, SessionError> {
         self.save()?;
         let sandbox = self.sandbox.fork()?;
-        let fork = Session::assemble(
+        let mut fork = Session::assemble(
             self.parts.clone(),
             sandbox,
             self.action_index,
@@ -359,6 +385,7 @@ impl Session {
             fork.close();
             return Err(e);
         }
+        fork.chain = self.chain.clone();
         Ok(fork)
     }
 
@@ -421,6 +448,7 @@ impl Session {
         let line = transcript::user_message(
             &prompt,
             &rfc3339(self.parts.clock.unix_at(self.action_index)),
+            &mut self.chain,
         );
         self.dir.append_transcript(format!("{line}\n").as_bytes())?;
         self.save()?;
@@ -485,8 +513,10 @@ impl Session {
         // the policy's transcript limit; past it, the call runs and answers unrecorded.
         if !self.dir.transcript_cut() {
             let limit = self.parts.policy.limits.transcript_bytes;
-            let lines = transcript::call_lines(index, tool, args, &json, is_error, &stamp);
-            let cut = || transcript::truncated_line(index, limit, &stamp);
+            let mut before = self.chain.clone();
+            let lines =
+                transcript::call_lines(index, tool, args, &json, is_error, &stamp, &mut self.chain);
+            let cut = || transcript::truncated_line(index, limit, &stamp, &mut before);
             match self.dir.append_call(&lines, limit, cut) {
                 Ok(store::Appended::Cut) => {
                     tracing::warn!(session = %self.id, action = index, limit, "the transcript reached its limit: later calls are not recorded");
@@ -500,6 +530,33 @@ impl Session {
         // state.json is rewritten at turns and forks, not per call: the transcript (appended
         // per call) is the record of every call and of the action index.
         json
+    }
+
+    /// Record the model's own assistant message (`body`, checked by [`assistant::parse`]) in
+    /// the transcript, at the current action's time; the entry's id. It does not advance the
+    /// clock. Refused once the transcript reached its policy's limit.
+    pub fn add_assistant_message(&mut self, body: &Value) -> Result<String, SessionError> {
+        let message = assistant::parse(body)?;
+        self.append_assistant(&message)
+    }
+
+    /// Append the checked assistant `message` (also a resume's replay of one).
+    fn append_assistant(&mut self, message: &Value) -> Result<String, SessionError> {
+        if self.dir.transcript_cut() {
+            return Err(SessionError::TranscriptFull);
+        }
+        let stamp = rfc3339(self.parts.clock.unix_at(self.action_index));
+        let mut before = self.chain.clone();
+        let line = transcript::assistant_message(message, &stamp, &mut self.chain);
+        let mut bytes = crate::json::to_vec(&line);
+        bytes.push(b'\n');
+        let limit = self.parts.policy.limits.transcript_bytes;
+        let index = self.action_index;
+        let cut = || transcript::truncated_line(index, limit, &stamp, &mut before);
+        match self.dir.append_call(&bytes, limit, cut)? {
+            store::Appended::Recorded => Ok(self.chain.last().unwrap_or_default()),
+            store::Appended::Cut | store::Appended::Omitted => Err(SessionError::TranscriptFull),
+        }
     }
 
     /// Whether the transcript reached the policy's `limits.transcript_bytes` (calls from

@@ -68,6 +68,8 @@ enum Recorded {
         result: String,
         whole: Option<String>,
     },
+    /// The model's own assistant message (no tool call in it), as recorded.
+    Assistant(Value),
 }
 
 /// A session as its directory left it.
@@ -136,13 +138,23 @@ fn parse_transcript(text: &str) -> Vec<Recorded> {
         let Ok(value) = serde_json::from_str::<Value>(line) else {
             break;
         };
+        if value["type"] == "session" {
+            continue; // the header: written again by the resumed session
+        }
         let message = &value["message"];
+        let is_call = message["content"][0]["type"] == "toolCall";
         match message["role"].as_str() {
             Some("user") => {
                 users += 1;
                 if users > 1 {
                     steps.push(Recorded::NextTurn);
                 }
+            }
+            Some("assistant") if !is_call => {
+                if pending.is_some() {
+                    break;
+                }
+                steps.push(Recorded::Assistant(message.clone()));
             }
             Some("assistant") => {
                 let call = &message["content"][0];
@@ -224,6 +236,10 @@ impl Session {
         for step in &saved.steps {
             let replayed = match step {
                 Recorded::NextTurn => session.next_turn().map(|_| ()).map_err(Into::into),
+                Recorded::Assistant(message) => session
+                    .append_assistant(message)
+                    .map(|_| ())
+                    .map_err(Into::into),
                 Recorded::Call {
                     tool,
                     args,
@@ -271,17 +287,22 @@ mod tests {
 
     #[test]
     fn calls_turns_and_results_are_read_back_in_order() {
+        let mut chain = transcript::Chain::default();
+        let said = json!({"role": "assistant", "content": [{"type": "text", "text": "on it"}]});
         let text = lines(&[
-            transcript::user_message("first", "t"),
-            transcript::tool_call(0, "write", &json!({"path": "a"}), "t"),
-            transcript::tool_result(0, "write", &json!({"ok": true}), false, "t"),
-            transcript::user_message("second", "t"),
-            transcript::tool_call(1, "read", &json!({"path": "a"}), "t"),
-            transcript::tool_result(1, "read", &json!({"ok": false}), true, "t"),
+            transcript::header("id", "t", "/workspace"),
+            transcript::user_message("first", "t", &mut chain),
+            transcript::assistant_message(&said, "t", &mut chain),
+            transcript::tool_call(0, "write", &json!({"path": "a"}), "t", &mut chain),
+            transcript::tool_result(0, "write", &json!({"ok": true}), false, "t", &mut chain),
+            transcript::user_message("second", "t", &mut chain),
+            transcript::tool_call(1, "read", &json!({"path": "a"}), "t", &mut chain),
+            transcript::tool_result(1, "read", &json!({"ok": false}), true, "t", &mut chain),
         ]);
         assert_eq!(
             parse_transcript(&text),
             vec![
+                Recorded::Assistant(said),
                 Recorded::Call {
                     tool: "write".into(),
                     args: json!({"path": "a"}),
@@ -301,11 +322,12 @@ mod tests {
 
     #[test]
     fn a_call_without_its_result_and_a_cut_line_are_left_out() {
+        let mut chain = transcript::Chain::default();
         let mut text = lines(&[
-            transcript::user_message("first", "t"),
-            transcript::tool_call(0, "write", &json!({"path": "a"}), "t"),
-            transcript::tool_result(0, "write", &json!({"ok": true}), false, "t"),
-            transcript::tool_call(1, "write", &json!({"path": "b"}), "t"),
+            transcript::user_message("first", "t", &mut chain),
+            transcript::tool_call(0, "write", &json!({"path": "a"}), "t", &mut chain),
+            transcript::tool_result(0, "write", &json!({"ok": true}), false, "t", &mut chain),
+            transcript::tool_call(1, "write", &json!({"path": "b"}), "t", &mut chain),
         ]);
         assert_eq!(parse_transcript(&text).len(), 1);
         text.push_str("{\"type\": \"mess");
