@@ -327,7 +327,7 @@ fn background_commands_are_listed_polled_and_killed() {
     let r = results(&run("example/extract-todos", &calls, &[]));
     let first = r[0]["id"].as_u64().unwrap();
     let second = r[1]["id"].as_u64().unwrap();
-    let list = r[3]["processes"].as_array().unwrap();
+    let list = r[3]["sessions"].as_array().unwrap();
     assert_eq!(list.len(), 2, "{r:?}");
     let calls2 = [
         calls[0].clone(),
@@ -692,7 +692,8 @@ fn graded_task(verifier: &str, grader: &str) -> (tempfile::TempDir, PathBuf) {
 const GRADER: &str = r#"
 import datetime, json, os
 todo = open("/workspace/notes/todo.md").read()
-calls = [json.loads(l) for l in open(os.environ["ENVCRAFT_TRANSCRIPT"])]
+entries = [json.loads(l) for l in open(os.environ["ENVCRAFT_TRANSCRIPT"])]
+calls = [e for e in entries if e.get("type") == "message"]
 names = [c["message"]["content"][0].get("name") for c in calls if c["message"]["role"] == "assistant"]
 try:
     open("/workspace/litter.txt", "w").write("x")
