@@ -231,6 +231,23 @@ pub async fn next_turn(state: &AppState, id: &str) -> Result<Value, ApiError> {
     .await?
 }
 
+/// Record the model's assistant `message` (checked by [`super::requests::assistant_message`])
+/// in session `id`'s transcript: `{"id": ENTRY, "action_index"}`; `invalid_transition` once the
+/// transcript is at its policy's limit.
+pub async fn add_message(state: &AppState, id: &str, message: Value) -> Result<Value, ApiError> {
+    with_session(state, id, move |session| {
+        match session.add_assistant_message(&message) {
+            Ok(entry) => Ok(json!({"id": entry, "action_index": session.action_index()})),
+            Err(SessionError::Assistant(e)) => Err(ApiError::bad_request(format!("field {e}"))),
+            Err(e @ SessionError::TranscriptFull) => {
+                Err(ApiError::invalid_transition(e.to_string()))
+            }
+            Err(e) => Err(session_error("cannot record the message", &e)),
+        }
+    })
+    .await?
+}
+
 /// A new session from session `id`'s current state; its id.
 pub async fn fork(state: &Arc<AppState>, id: &str) -> Result<String, ApiError> {
     if state.is_draining() {

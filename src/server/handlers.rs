@@ -192,6 +192,19 @@ pub async fn call(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+/// `POST /v1/sessions/{id}/messages {"text", "thinking"?, "usage"?, ...}` → the transcript
+/// entry the model's assistant message became.
+pub async fn add_message(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let map = object(&state, body)?;
+    let message = super::requests::assistant_message(&Value::Object(map))?;
+    let entry = episode::add_message(&state, &id, message).await?;
+    Ok((StatusCode::CREATED, Json(entry)).into_response())
+}
+
 /// `POST /v1/sessions/{id}/next_turn` → the next prompt; `invalid_transition` after the last.
 pub async fn next_turn(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
     Ok(Json(episode::next_turn(&state, &id).await?).into_response())

@@ -83,6 +83,46 @@ const HEAD: &str = r##"{
         },
         "additionalProperties": true
       },
+      "AssistantMessage": {
+        "type": "object",
+        "description": "The model's own assistant message, recorded in the transcript as OpenClaw's assistant message (thinking blocks first). At least one of text, thinking, content.",
+        "additionalProperties": false,
+        "properties": {
+          "role": {"type": "string", "enum": ["assistant"]},
+          "text": {"type": "string"},
+          "thinking": {"type": "string"},
+          "reasoning_content": {"type": "string", "description": "as thinking"},
+          "content": {
+            "type": "array",
+            "items": {
+              "oneOf": [
+                {"type": "string"},
+                {"type": "object", "required": ["type", "text"], "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}},
+                {"type": "object", "required": ["type", "thinking"], "properties": {"type": {"type": "string", "enum": ["thinking"]}, "thinking": {"type": "string"}, "thinkingSignature": {"type": "string"}}}
+              ]
+            }
+          },
+          "usage": {
+            "type": "object",
+            "description": "token counts in OpenClaw's names, or OpenAI's prompt_tokens/completion_tokens/total_tokens",
+            "properties": {
+              "input": {"type": "integer", "minimum": 0},
+              "output": {"type": "integer", "minimum": 0},
+              "cacheRead": {"type": "integer", "minimum": 0},
+              "cacheWrite": {"type": "integer", "minimum": 0},
+              "totalTokens": {"type": "integer", "minimum": 0},
+              "prompt_tokens": {"type": "integer", "minimum": 0},
+              "completion_tokens": {"type": "integer", "minimum": 0},
+              "total_tokens": {"type": "integer", "minimum": 0},
+              "cost": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}
+            },
+            "additionalProperties": false
+          },
+          "model": {"type": "string", "minLength": 1, "maxLength": 256},
+          "stopReason": {"type": "string", "enum": ["stop", "length", "toolUse", "error", "aborted"]},
+          "stop_reason": {"type": "string", "enum": ["stop", "length", "toolUse", "error", "aborted"]}
+        }
+      },
       "Changes": {
         "type": "object",
         "properties": {

@@ -133,6 +133,9 @@ fn openenv_tools(tools: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
+/// The action types.
+const ACTION_TYPES: [&str; 5] = ["list_tools", "call_tool", "verify", "next_turn", "fork"];
+
 /// The actions a step takes, for messages that name them.
 const ACTIONS: &str =
     "`list_tools`, `call_tool` (with `tool_name` and `arguments`), `verify`, `next_turn`, `fork`";
@@ -156,8 +159,14 @@ pub async fn step(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let allowed: &[&str] = match kind {
-        "call_tool" => &["type", "tool_name", "arguments", "metadata"],
-        _ => &["type", "metadata"],
+        "call_tool" => &[
+            "type",
+            "tool_name",
+            "arguments",
+            "metadata",
+            "assistant_message",
+        ],
+        _ => &["type", "metadata", "assistant_message"],
     };
     if let Some(unknown) = action.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(StepError::Invalid(format!(
@@ -165,6 +174,23 @@ pub async fn step(
             unknown.chars().take(64).collect::<String>(),
             allowed.join(", ")
         )));
+    }
+    // The model's own message that led to this action goes in the transcript first.
+    let said = match action.get("assistant_message") {
+        None | Some(Value::Null) => None,
+        Some(message) => Some(
+            crate::session::assistant::parse(message)
+                .map_err(|e| StepError::Invalid(format!("`assistant_message`: field {e}")))?,
+        ),
+    };
+    if !ACTION_TYPES.contains(&kind) {
+        return Err(StepError::Invalid(format!(
+            "unknown action type `{}`: expected {ACTIONS}",
+            kind.chars().take(64).collect::<String>()
+        )));
+    }
+    if let Some(message) = said {
+        episode::add_message(state, id, message).await?;
     }
     match kind {
         "list_tools" => {
@@ -355,11 +381,11 @@ pub async fn metadata() -> Response {
 /// The JSON schemas of the actions, observations and state (`GET /schema`).
 const SCHEMA: &str = r##"{
   "action": {"title": "EnvcraftAction", "oneOf": [
-    {"type": "object", "required": ["type"], "properties": {"type": {"const": "list_tools"}, "metadata": {"type": "object"}}},
-    {"type": "object", "required": ["type", "tool_name"], "properties": {"type": {"const": "call_tool"}, "tool_name": {"type": "string"}, "arguments": {"type": "object"}, "metadata": {"type": "object"}}},
-    {"type": "object", "required": ["type"], "properties": {"type": {"const": "verify"}, "metadata": {"type": "object"}}},
-    {"type": "object", "required": ["type"], "properties": {"type": {"const": "next_turn"}, "metadata": {"type": "object"}}},
-    {"type": "object", "required": ["type"], "properties": {"type": {"const": "fork"}, "metadata": {"type": "object"}}}
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "list_tools"}, "metadata": {"type": "object"}, "assistant_message": {"type": "object", "description": "the model's own message before this action (text, thinking, usage, model, stopReason: as POST /v1/sessions/{id}/messages), recorded in the transcript first"}}},
+    {"type": "object", "required": ["type", "tool_name"], "properties": {"type": {"const": "call_tool"}, "tool_name": {"type": "string"}, "arguments": {"type": "object"}, "metadata": {"type": "object"}, "assistant_message": {"type": "object", "description": "the model's own message before this action (text, thinking, usage, model, stopReason: as POST /v1/sessions/{id}/messages), recorded in the transcript first"}}},
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "verify"}, "metadata": {"type": "object"}, "assistant_message": {"type": "object", "description": "the model's own message before this action (text, thinking, usage, model, stopReason: as POST /v1/sessions/{id}/messages), recorded in the transcript first"}}},
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "next_turn"}, "metadata": {"type": "object"}, "assistant_message": {"type": "object", "description": "the model's own message before this action (text, thinking, usage, model, stopReason: as POST /v1/sessions/{id}/messages), recorded in the transcript first"}}},
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "fork"}, "metadata": {"type": "object"}, "assistant_message": {"type": "object", "description": "the model's own message before this action (text, thinking, usage, model, stopReason: as POST /v1/sessions/{id}/messages), recorded in the transcript first"}}}
   ]},
   "observation": {"title": "EnvcraftObservation", "type": "object", "description": "reset: session_id, episode_id, task, seed, prompt, docs, tools, turn; list_tools: tools; call_tool: tool_name, result (the tool's result: ok, and its fields or error {category, message}), error, metadata {action_index}; verify: reward, passed, checks; next_turn: prompt, turn; fork: session_id", "properties": {"session_id": {"type": "string"}, "episode_id": {"type": "string"}, "prompt": {"type": "string"}, "docs": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "input_schema": {"type": "object"}}}}, "tool_name": {"type": "string"}, "result": {"type": "object"}, "reward": {"type": "number"}, "passed": {"type": "boolean"}, "checks": {"type": "array"}}},
   "state": {"title": "State", "type": "object", "properties": {"episode_id": {"type": "string", "nullable": true}, "step_count": {"type": "integer", "minimum": 0}, "session_id": {"type": "string"}, "task": {"type": "string"}, "turn": {"type": "integer"}}}

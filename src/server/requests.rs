@@ -1,5 +1,6 @@
 //! The request bodies the handlers read, parsed from their bytes alone: a JSON object, then
-//! the fields of each endpoint that takes one (`POST /v1/sessions`, `POST .../call`). The
+//! the fields of each endpoint that takes one (`POST /v1/sessions`, `POST .../call`, `POST
+//! .../messages`). The
 //! handlers call these and nothing else, so that what is fuzzed (the `fuzz_targets` module) is
 //! what the server runs; every bad body is a `bad_request` or `missing_field` naming the field.
 
@@ -134,6 +135,22 @@ impl CallRequest {
         };
         Ok(CallRequest { tool, args })
     }
+}
+
+/// `POST /v1/sessions/{id}/messages {"text"?, "thinking"?, "content"?, "usage"?, "model"?,
+/// "stopReason"?}`: the model's assistant message, checked (see [`crate::session::assistant`]),
+/// as the transcript will hold it.
+pub fn assistant_message(body: &Value) -> Result<Value, ApiError> {
+    crate::session::assistant::parse(body).map_err(|e| {
+        if e.field == "content" && body.as_object().is_some_and(|m| m.is_empty()) {
+            ApiError::missing_field(
+                "text",
+                "the model's text (or `thinking`, or `content` blocks)",
+            )
+        } else {
+            ApiError::bad_request(format!("field {e}"))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -144,6 +144,12 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: Method::Post,
+        path: "/v1/sessions/{id}/messages",
+        handler: || on(Method::Post, handlers::add_message),
+        operation: r##"{"summary": "Record the model's own assistant message (text, thinking, usage) in the session's transcript, beside its tool calls", "parameters": [{"$ref": "#/components/parameters/id"}], "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AssistantMessage"}}}}, "responses": {"201": {"description": "The transcript entry", "content": {"application/json": {"schema": {"type": "object", "properties": {"id": {"type": "string", "description": "the entry's id in the transcript"}, "action_index": {"type": "integer"}}}}}}, "400": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "409": {"description": "invalid_transition: the transcript reached its policy's limits.transcript_bytes", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "413": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Post,
         path: "/v1/sessions/{id}/next_turn",
         handler: || on(Method::Post, handlers::next_turn),
         operation: r##"{"summary": "Move to the next prompt", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "The next prompt", "content": {"application/json": {"schema": {"type": "object", "properties": {"prompt": {"type": "string", "nullable": true}, "turn": {"type": "integer"}}}}}}, "404": {"$ref": "#/components/responses/Error"}, "409": {"description": "invalid_transition: the session is at its last turn", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "503": {"$ref": "#/components/responses/Error"}}}"##,
