@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 use super::fs::WorkspaceRoot;
 use super::fs::resolve::{open_dir, parse_path};
+use super::process::Offsets;
 use super::registry::{Context, Run, Tool, ToolSchema};
 use super::result::{ToolError, ToolResult};
 use super::shorten;
@@ -50,7 +51,14 @@ fn describe(_: &[OfferedSkill]) -> Option<ToolSchema> {
 
 fn run(context: &mut Context<'_>, args: &Value) -> ToolResult {
     let env = std::mem::take(&mut context.env);
-    call(context.sandbox, context.root, args, env, context.limit)
+    call(
+        context.sandbox,
+        context.offsets,
+        context.root,
+        args,
+        env,
+        context.limit,
+    )
 }
 
 /// The JSON schema of `exec`'s arguments.
@@ -306,9 +314,11 @@ fn tail(stdout: &[u8], stderr: &[u8]) -> String {
 
 /// Run `exec` with `args` over the workspace `root`. `env` holds the session's variables (its
 /// clock's, its seed), which the call's own `env` merges under; `limit` is the policy's
-/// wall-clock limit, which a `timeout` argument can only shorten.
+/// wall-clock limit, which a `timeout` argument can only shorten. What the answer of a command
+/// moved to the background shows counts as polled in `offsets`.
 pub fn call(
     sandbox: &mut Sandbox,
+    offsets: &mut Offsets,
     root: &WorkspaceRoot,
     args: &Value,
     env: Vec<(String, String)>,
@@ -341,7 +351,12 @@ pub fn call(
         Some(_) => sandbox.exec(&request),
     };
     match ran {
-        Ok(r) => finished(r, a.timeout, a.yield_after.is_none()),
+        Ok(r) => {
+            if let Some(id) = r.yielded {
+                offsets.mark(id, (r.stdout.len(), r.stderr.len()));
+            }
+            finished(r, a.timeout, a.yield_after.is_none())
+        }
         Err(SandboxError::TooManyBackground(n)) => ToolError::invalid_transition(
             &format!("running {n} background commands"),
             "the session keeps at most that many: end one with process {\"action\": \"kill\", \"sessionId\": ...} first",

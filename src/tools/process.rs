@@ -180,7 +180,7 @@ fn call_checked(
             .iter()
             .map(|b| {
                 let mut v = describe_one(b);
-                v["command"] = json!(b.argv.last());
+                v["command"] = json!(command_of(&b.argv));
                 v["cwd"] = json!(super::fs::resolve::display(&b.cwd));
                 v["stdin_open"] = json!(b.stdin_open());
                 v
@@ -318,6 +318,15 @@ fn call_checked(
                       "killed": !ended}),
             )
         }
+    }
+}
+
+/// The command line as `exec` was given it (a plain one is run without the shell: see
+/// [`super::exec::argv_for`]).
+fn command_of(argv: &[String]) -> String {
+    match argv {
+        [sh, c, command] if sh == "/bin/sh" && c == "-c" => command.clone(),
+        words => words.join(" "),
     }
 }
 

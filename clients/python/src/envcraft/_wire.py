@@ -112,6 +112,32 @@ def call_tool(session_id: str, tool: str, args: Mapping[str, Any]) -> Request:
     return Request("POST", _session_path(session_id, "/call"), {"tool": tool, "args": dict(args)})
 
 
+def add_message(
+    session_id: str,
+    text: Optional[str] = None,
+    *,
+    thinking: Optional[str] = None,
+    content: Optional[List[Any]] = None,
+    usage: Optional[Mapping[str, Any]] = None,
+    model: Optional[str] = None,
+    stop_reason: Optional[str] = None,
+) -> Request:
+    """``POST /v1/sessions/{id}/messages``: the model's own assistant message; only the fields
+    given are sent (the server checks them)."""
+    body: Dict[str, Any] = {}
+    for key, value in (
+        ("text", text),
+        ("thinking", thinking),
+        ("content", content),
+        ("usage", dict(usage) if usage is not None else None),
+        ("model", model),
+        ("stopReason", stop_reason),
+    ):
+        if value is not None:
+            body[key] = value
+    return Request("POST", _session_path(session_id, "/messages"), body)
+
+
 def next_turn(session_id: str) -> Request:
     return Request("POST", _session_path(session_id, "/next_turn"), {})
 

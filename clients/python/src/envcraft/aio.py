@@ -276,6 +276,14 @@ class AsyncSession(SessionState):
         obj = await self.client._send(_wire.call_tool(self.id, tool, args))
         return self._called(obj)
 
+    async def add_message(self, text: Optional[str] = None, **fields: Any) -> str:
+        """Records the model's own assistant message (``text``, ``thinking``, ``content``
+        blocks, ``usage`` token counts, ``model``, ``stop_reason``) in the session's transcript,
+        beside its tool calls, as OpenClaw's transcript holds it; returns the entry's id. A bad
+        message raises ``BadRequest`` naming the field."""
+        obj = await self.client._send(_wire.add_message(self.id, text, **fields))
+        return str(obj["id"])
+
     async def next_turn(self) -> Optional[str]:
         try:
             obj = await self.client._send(_wire.next_turn(self.id))

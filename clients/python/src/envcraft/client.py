@@ -341,6 +341,14 @@ class Session(SessionState):
         obj = self.client._send(_wire.call_tool(self.id, tool, args))
         return self._called(obj)
 
+    def add_message(self, text: Optional[str] = None, **fields: Any) -> str:
+        """Records the model's own assistant message (``text``, ``thinking``, ``content``
+        blocks, ``usage`` token counts, ``model``, ``stop_reason``) in the session's transcript,
+        beside its tool calls, as OpenClaw's transcript holds it; returns the entry's id. A bad
+        message raises ``BadRequest`` naming the field."""
+        obj = self.client._send(_wire.add_message(self.id, text, **fields))
+        return str(obj["id"])
+
     def next_turn(self) -> Optional[str]:
         """Moves to the next prompt of the task and returns it, or ``None`` after the last."""
         try:
