@@ -45,7 +45,7 @@ pub struct Chain {
 
 impl Chain {
     /// The id of the next entry and its parent's (the last written), counting it as written.
-    pub fn next(&mut self) -> (String, Option<String>) {
+    pub fn advance(&mut self) -> (String, Option<String>) {
         let parent = self.last();
         self.written += 1;
         (entry_id(self.written), parent)
@@ -95,7 +95,7 @@ pub fn header(id: &str, timestamp: &str, cwd: &str) -> Value {
 
 /// `line` given the next place in `chain`.
 fn placed(mut line: Value, chain: &mut Chain) -> Value {
-    let (id, parent) = chain.next();
+    let (id, parent) = chain.advance();
     line["id"] = json!(id);
     line["parentId"] = json!(parent);
     line
@@ -283,7 +283,7 @@ pub fn call_lines(
         }
     };
     // The keys in the order serde_json writes `tool_call`'s and `tool_result`'s maps (sorted).
-    let (entry, parent) = chain.next();
+    let (entry, parent) = chain.advance();
     out.extend_from_slice(br#"{"id":"#);
     json::write_str(&mut out, &entry);
     out.extend_from_slice(br#","message":{"content":[{"arguments":"#);
@@ -297,7 +297,7 @@ pub fn call_lines(
     out.extend_from_slice(br#","timestamp":"#);
     json::write_str(&mut out, timestamp);
     out.extend_from_slice(b",\"type\":\"message\"}\n");
-    let (entry, parent) = chain.next();
+    let (entry, parent) = chain.advance();
     out.extend_from_slice(br#"{"id":"#);
     json::write_str(&mut out, &entry);
     out.extend_from_slice(br#","message":{"content":[{"text":"#);
@@ -382,7 +382,7 @@ mod tests {
             let mut expected = Vec::new();
             // After one entry (a user message), as in a session.
             let mut chain = Chain::default();
-            chain.next();
+            chain.advance();
             let mut again = chain.clone();
             for line in [
                 tool_call(3, "read", &args, "2026-03-02T09:00:03Z", &mut chain),
