@@ -30,6 +30,8 @@
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
 //! - [`import`]: importers of other projects' Claw tasks (ClawGym, PinchBench) into
 //!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
+//! - [`agent`]: real agents as a session's agent: OpenClaw, unchanged, in the session's
+//!   sandbox, pointed at an OpenAI-compatible endpoint on loopback; its transcript kept.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
 //!   determinism, sensitivity and template integrity, with pass rates.
 //! - [`mcp`]: MCP's JSON-RPC core over one session, shared by `envcraft mcp` (stdio) and the
@@ -49,7 +51,7 @@
 //! cli, fuzz_targets
 //! server
 //! mcp
-//! audit, import          (import: spec and sys only)
+//! agent, audit, import   (import: spec and sys only)
 //! session
 //! tools, verify
 //! sandbox
@@ -58,6 +60,7 @@
 //! spec, sys, json, clock_shim, error   (leaves: nothing of the crate)
 //! ```
 
+pub mod agent;
 pub mod audit;
 pub mod cli;
 pub mod clock_shim;

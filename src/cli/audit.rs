@@ -98,6 +98,8 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         base_time: None,
         seed: None,
         origin: serde_json::Value::Null,
+        policy: None,
+        binds: Vec::new(),
     };
     let mut audits = Vec::new();
     if args.jobs <= 1 || tasks.len() <= 1 {

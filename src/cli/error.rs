@@ -67,6 +67,12 @@ pub enum Error {
     ImageCredentials(#[from] crate::image::CredentialsError),
     #[error(transparent)]
     StateRoot(#[from] crate::workspace::state_root::StateRootError),
+    #[error(transparent)]
+    Agent(Box<crate::agent::AgentError>),
+    #[error("--agent runs the task's prompt through an agent; it does not replay --actions")]
+    AgentWithActions,
+    #[error("--agent openclaw needs --model-url URL (an OpenAI-compatible endpoint on loopback)")]
+    NoModelUrl,
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }
@@ -81,6 +87,12 @@ impl From<crate::spec::TaskError> for Error {
 impl From<crate::image::PullError> for Error {
     fn from(e: crate::image::PullError) -> Self {
         Error::ImagePull(Box::new(e))
+    }
+}
+
+impl From<crate::agent::AgentError> for Error {
+    fn from(e: crate::agent::AgentError) -> Self {
+        Error::Agent(Box::new(e))
     }
 }
 

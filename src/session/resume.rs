@@ -223,6 +223,8 @@ impl Session {
             base_time: Some(saved.clock.base_unix),
             seed: saved.seed,
             origin: saved.origin.clone(),
+            policy: None,
+            binds: Vec::new(),
             ..options.clone()
         };
         let mut session = Session::create_as(task, &options, Some(saved.id.clone()))?;
