@@ -89,8 +89,8 @@ pub struct SessionOptions {
     /// What made the session, kept in its `state.json` for whoever resumes it (the server
     /// stores its create request); opaque to the session.
     pub origin: Value,
-    /// The sandbox policy instead of the environment's (an agent harness's, see
-    /// `crate::agent::policy`).
+    /// The sandbox policy instead of the environment's (an agent harness's: OpenClaw's,
+    /// reaching one port).
     pub policy: Option<Policy>,
     /// More host directories shown read-only inside, at the given absolute paths (an agent
     /// harness's install).
