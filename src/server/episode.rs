@@ -23,6 +23,8 @@ pub struct Creation {
     pub seed: Option<u64>,
     /// OpenEnv's episode id, kept with the session (its `state` names it).
     pub episode_id: Option<String>,
+    /// The agent that runs its turns (`/v1`'s `agent`, see [`super::agent`]), unchecked.
+    pub agent: Option<Value>,
 }
 
 /// Run `work` on a blocking thread; a panic there is an internal error.
@@ -91,9 +93,17 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
             base_time,
             seed,
             episode_id,
+            agent,
         } = creation;
+        let agent = agent
+            .map(|a| super::agent::parse(&a, state.config.request_timeout))
+            .transpose()?;
         let slot = state.registry.reserve()?;
         let task = super::handlers::task_of(&state, &task_value)?;
+        let openclaw = agent
+            .as_ref()
+            .map(|a| super::agent::openclaw(&state, a))
+            .transpose()?;
         let name = format!("{}/{}", task.env.name, task.id);
         let mut options = state.session_options.clone();
         options.base_time = base_time;
@@ -102,6 +112,13 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
         options.origin = json!({"task": task_value});
         if let Some(episode) = episode_id {
             options.origin["episode_id"] = json!(episode);
+        }
+        if let (Some(agent), Some(openclaw)) = (&agent, &openclaw) {
+            options.origin["agent"] = agent.raw.clone();
+            options = openclaw.session_options(&task, options).map_err(|e| {
+                tracing::error!(error = %crate::error::chain(&e), "OpenClaw's policy");
+                ApiError::internal("cannot make OpenClaw's policy: see the server's log")
+            })?;
         }
         let session = {
             let _clone = crate::sandbox::maker::clone_lock();
@@ -116,9 +133,13 @@ pub async fn create(state: &Arc<AppState>, creation: Creation) -> Result<Value, 
             "tools": openai_tools(&session),
             "action_index": session.action_index(),
         });
+        if let Some(openclaw) = &openclaw {
+            body["agent"] = super::agent::describe(openclaw);
+        }
         // Inserted here, not in the async caller: a request past its deadline still leaves
         // the session where the idle sweeper finds it.
-        let id = state.registry.insert(slot, session);
+        let attached = openclaw.map(super::agent::attach);
+        let id = state.registry.insert_attached(slot, session, attached);
         state.metrics.session_created();
         tracing::info!(session = %id, task = %name, "session created");
         body["session_id"] = json!(id);
@@ -252,6 +273,12 @@ pub async fn add_message(state: &AppState, id: &str, message: Value) -> Result<V
 pub async fn fork(state: &Arc<AppState>, id: &str) -> Result<String, ApiError> {
     if state.is_draining() {
         return Err(ApiError::draining());
+    }
+    if state.registry.get(id)?.agent.is_some() {
+        return Err(ApiError::invalid_transition(
+            "a session whose agent is OpenClaw is not forked: OpenClaw's own state lives in its \
+             sandbox, which a fork does not copy",
+        ));
     }
     let fork_state = state.clone();
     with_session(state, id, move |session| {

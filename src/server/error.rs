@@ -60,6 +60,15 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "image_not_found", message)
     }
 
+    /// A session asks for an agent this server has no install of.
+    pub fn agent_not_installed(message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "agent_not_installed",
+            message,
+        )
+    }
+
     pub fn session_not_found() -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,

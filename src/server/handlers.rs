@@ -167,12 +167,14 @@ pub(super) fn creation_of(map: &Map<String, Value>) -> Result<Creation, ApiError
         task,
         base_time,
         seed,
+        agent,
     } = CreateRequest::parse(map)?;
     Ok(Creation {
         task,
         base_time,
         seed,
         episode_id: None,
+        agent,
     })
 }
 
@@ -208,6 +210,11 @@ pub async fn add_message(
 /// `POST /v1/sessions/{id}/next_turn` → the next prompt; `invalid_transition` after the last.
 pub async fn next_turn(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
     Ok(Json(episode::next_turn(&state, &id).await?).into_response())
+}
+
+/// `POST /v1/sessions/{id}/agent/turn` → the current turn run by the session's OpenClaw.
+pub async fn agent_turn(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    Ok(Json(super::agent::turn(&state, &id).await?).into_response())
 }
 
 /// `POST /v1/sessions/{id}/fork` → 201 with the new session's id.

@@ -296,6 +296,7 @@ fn creation_of_query(query: &Map<String, Value>) -> Result<Creation, ApiError> {
         base_time: None,
         seed,
         episode_id: None,
+        agent: None,
     })
 }
 

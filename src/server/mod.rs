@@ -18,6 +18,7 @@
 //! - [`openapi`]: the OpenAPI description served at `/openapi.json`;
 //! - [`resume`]: at start, the sessions a killed server left.
 
+pub mod agent;
 pub mod bodies;
 pub mod capacity;
 pub mod connections;
@@ -131,6 +132,9 @@ pub struct ServeConfig {
     /// Names a request's `Host` or `Origin` may give besides loopback and the listen address
     /// (`*`: any; see [`hosts`]).
     pub allow_hosts: Vec<String>,
+    /// The OpenClaw install of sessions whose agent is OpenClaw (see [`agent`]); default:
+    /// `target/openclaw` beside the binary.
+    pub openclaw_dir: Option<PathBuf>,
 }
 
 /// Shared by every request.

@@ -11,6 +11,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::capacity::Headroom;
 use super::error::ApiError;
+use crate::agent::AttachedAgent;
 use crate::sandbox::cancel::Cancel;
 use crate::session::Session;
 
@@ -25,6 +26,8 @@ pub struct Entry {
     /// The MCP request whose call runs on the session now, and the handle that kills its
     /// command (see [`Entry::cancel_call`]).
     running: Mutex<Option<(String, Arc<Cancel>)>>,
+    /// OpenClaw, when it is the session's agent (see [`super::agent`]).
+    pub agent: Option<Arc<Mutex<AttachedAgent>>>,
 }
 
 /// The session of an entry, locked.
@@ -136,7 +139,17 @@ impl Registry {
     }
 
     /// Add a session in a reserved slot; its id.
-    pub fn insert(&self, mut slot: Slot<'_>, session: Session) -> String {
+    pub fn insert(&self, slot: Slot<'_>, session: Session) -> String {
+        self.insert_attached(slot, session, None)
+    }
+
+    /// [`Registry::insert`], with the agent that runs the session's turns.
+    pub fn insert_attached(
+        &self,
+        mut slot: Slot<'_>,
+        session: Session,
+        agent: Option<Arc<Mutex<AttachedAgent>>>,
+    ) -> String {
         slot.used = true;
         let id = session.id().to_string();
         let tools = session
@@ -149,6 +162,7 @@ impl Registry {
             tools,
             last_used_ms: AtomicU64::new(self.now_ms()),
             running: Mutex::new(None),
+            agent,
         };
         self.map().insert(id.clone(), Arc::new(entry));
         id

@@ -66,11 +66,13 @@ pub struct CreateRequest {
     /// Unix seconds of the session's clock at action 0, when given.
     pub base_time: Option<i64>,
     pub seed: Option<u64>,
+    /// The agent that runs the task's turns (see [`super::agent`]), not yet checked.
+    pub agent: Option<Value>,
 }
 
 impl CreateRequest {
     pub fn parse(map: &Map<String, Value>) -> Result<CreateRequest, ApiError> {
-        no_unknown_fields(map, &["task", "base_time", "seed"])?;
+        no_unknown_fields(map, &["task", "base_time", "seed", "agent"])?;
         let task = match map.get("task") {
             None | Some(Value::Null) => {
                 return Err(ApiError::missing_field(
@@ -104,10 +106,12 @@ impl CreateRequest {
                 ApiError::bad_request("field `seed` must be an integer from 0 to 2^64-1")
             })?),
         };
+        let agent = map.get("agent").filter(|v| !v.is_null()).cloned();
         Ok(CreateRequest {
             task,
             base_time,
             seed,
+            agent,
         })
     }
 }

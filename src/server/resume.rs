@@ -35,6 +35,10 @@ pub fn resume_all(state: &AppState, claimed: Vec<PathBuf>) -> (usize, usize) {
 fn resume_one(state: &AppState, dir: &std::path::Path) -> Result<(String, u64), String> {
     let chain = |e: &dyn std::error::Error| crate::error::chain(e);
     let saved = Saved::read(dir).map_err(|e| chain(&e))?;
+    if !saved.origin["agent"].is_null() {
+        // OpenClaw's state died with the sandbox, and a real agent is no trajectory to replay.
+        return Err("its agent was OpenClaw, which cannot be resumed".into());
+    }
     let task = task_of(state, &saved.origin["task"])
         .map_err(|e| format!("{}: {}", e.category, e.message))?;
     let slot = state

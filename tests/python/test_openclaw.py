@@ -14,6 +14,7 @@ machines (most of it OpenClaw loading itself), so the tests hold four turns in a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import urllib.request
@@ -236,3 +237,103 @@ def test_the_scripted_model_answers_tool_calls_streamed_and_not(stream):
             post(history)
         assert refused.value.code == 400
         assert model.bad_requests and "unknown tool_call_id" in model.bad_requests[0][0]
+
+
+def test_suite_runs_openclaw_as_every_tasks_agent(tmp_path):
+    """`envcraft suite DIR --agent openclaw --model-url URL`: the same run per task, in the
+    suite's child processes, reported per environment."""
+    binary = need_openclaw()
+    task = CLAWGYM / "task_0000"
+    require(task.is_dir(), f"no ClawGym fixtures at {CLAWGYM}")
+    script = [
+        {"tool_calls": [{"name": "exec", "arguments": {"command": CLAWGYM_SOLVER}}]},
+        {"content": "Done."},
+    ]
+    state = tempfile.mkdtemp(prefix="envcraft-openclaw-state-")
+    with ScriptedModel(script) as model:
+        argv = [str(binary), "suite", str(task), "--jobs", "1", "--json", "--agent", "openclaw",
+                "--model-url", model.url, "--model", model.model, "--turn-timeout", "240",
+                "--openclaw-dir", str(OPENCLAW_DIR)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "ENVCRAFT_STATE_DIR": state})
+        assert_well_formed_requests(model)
+    assert proc.returncode == 0, f"{' '.join(argv)}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    report = json.loads(proc.stdout)
+    assert report["agent"] == "openclaw"
+    assert [(t["reward"], t["passed"]) for t in report["tasks"]] == [(1.0, True)], report["tasks"]
+    assert report["totals"]["passed"] == 1
+    # Without a model there is nothing to run: refused before any task starts.
+    refused = subprocess.run([str(binary), "suite", str(task), "--agent", "openclaw"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "--model-url" in refused.stderr
+
+
+def test_a_server_session_with_openclaw_as_its_agent_runs_turn_by_turn(tmp_path):
+    """`POST /v1/sessions` with `agent`, then `agent/turn` per turn: one OpenClaw session
+    across the turns, each turn run once, the session scored by its verifier as any other."""
+    binary = need_openclaw()
+    import envcraft
+    from conftest import RealServer
+
+    server = RealServer(binary, ["--openclaw-dir", str(OPENCLAW_DIR)])
+    try:
+        with ScriptedModel(ARCHIVE_SCRIPT) as model, envcraft.Client(server.url) as client:
+            agent = {"name": "openclaw", "model_url": model.url, "model": model.model, "turn_timeout": 200}
+            with client.create("example/archive-read-mail", agent=agent) as s:
+                assert s.agent["name"] == "openclaw" and s.agent["model"] == model.model
+                first = s.agent_turn()
+                assert [t["exit_code"] for t in first["turns"]] == [0] and first["turn"] == 0
+                assert first["turns"][0]["reply"] == ARCHIVE_SCRIPT[2]["content"]
+                with pytest.raises(envcraft.InvalidTransition):
+                    s.agent_turn()  # this turn already ran
+                with pytest.raises(envcraft.InvalidTransition):
+                    s.fork()  # OpenClaw's state is in the sandbox: not forked
+                assert s.next_turn() is not None
+                second = s.agent_turn()
+                assert second["turns"][0]["reply"] == ARCHIVE_SCRIPT[-1]["content"]
+                assert second["tool_calls"] == 3 and second["harness_files"] == []
+                verdict = s.verify()
+                assert verdict.reward == 1.0, verdict
+                events = [json.loads(line) for line in
+                          (Path(server.state_dir) / "sessions" / s.id / "transcript.jsonl").read_text().splitlines()]
+                assert [e["type"] for e in events].count("session") == 1
+                assert [c["name"] for c in tool_calls(events)] == ["ls", "exec", "exec"]
+                assert second["transcript_events"] == len(events)
+            assert_well_formed_requests(model)
+    finally:
+        server.stop()
+
+
+def test_agent_requests_are_checked_before_anything_runs(tmp_path):
+    binary = envcraft_binary()
+    require(binary is not None, "no envcraft binary (cargo build, or set ENVCRAFT_BIN)")
+    import envcraft
+    from conftest import RealServer
+
+    missing = tmp_path / "no-openclaw"
+    server = RealServer(binary, ["--openclaw-dir", str(missing), "--request-timeout", "120"])
+    try:
+        with envcraft.Client(server.url) as client:
+            task = "example/archive-read-mail"
+            url = "http://127.0.0.1:9/v1"
+            cases = [
+                ({"name": "codex", "model_url": url}, "agent.name"),
+                ({"name": "openclaw"}, "agent.model_url"),
+                ({"name": "openclaw", "model_url": "http://198.51.100.7:8000/v1"}, "agent.model_url"),
+                ({"name": "openclaw", "model_url": url, "turn_timeout": 100}, "agent.turn_timeout"),
+                ({"name": "openclaw", "model_url": url, "bogus": 1}, "bogus"),
+            ]
+            for agent, named in cases:
+                with pytest.raises((envcraft.BadRequest, envcraft.MissingField)) as bad:
+                    client.create(task, agent=agent)
+                assert named in str(bad.value), (agent, str(bad.value))
+            with pytest.raises(envcraft.AgentNotInstalled):
+                client.create(task, agent={"name": "openclaw", "model_url": url})
+            with client.create(task) as plain:
+                with pytest.raises(envcraft.InvalidTransition) as no_agent:
+                    plain.agent_turn()
+                assert "no agent" in str(no_agent.value)
+            # Nothing half-made: the refused creates left no session behind.
+            assert sorted(p.name for p in (Path(server.state_dir) / "sessions").iterdir()) == []
+    finally:
+        server.stop()

@@ -32,6 +32,8 @@ class SessionState:
         self.tools = info.tools
         self.action_index = info.action_index
         self.seed = info.seed
+        # The session's agent (name, version, model, turn_timeout), when it has one.
+        self.agent = info.agent
         self.turn = 0
         self.closed = False
 

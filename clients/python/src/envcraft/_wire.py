@@ -97,9 +97,15 @@ def checked_seed(seed: Optional[int]) -> Optional[int]:
     return value
 
 
-def create_session(task: Task, base_time: Optional[str], seed: Optional[int] = None) -> Request:
-    """``POST /v1/sessions``: ``base_time`` and ``seed`` are sent only when given."""
+def create_session(
+    task: Task, base_time: Optional[str], seed: Optional[int] = None, agent: Optional[Mapping[str, Any]] = None
+) -> Request:
+    """``POST /v1/sessions``: ``base_time``, ``seed`` and ``agent`` are sent only when given."""
     body: Dict[str, Any] = {"task": checked_task(task)}
+    if agent is not None:
+        if not isinstance(agent, Mapping):
+            raise TypeError(f"agent must be a mapping such as {{'name': 'openclaw', 'model_url': ...}}, not {type(agent).__name__}")
+        body["agent"] = dict(agent)
     if base_time is not None:
         body["base_time"] = base_time
     checked = checked_seed(seed)
@@ -136,6 +142,10 @@ def add_message(
         if value is not None:
             body[key] = value
     return Request("POST", _session_path(session_id, "/messages"), body)
+
+
+def agent_turn(session_id: str) -> Request:
+    return Request("POST", _session_path(session_id, "/agent/turn"), {})
 
 
 def next_turn(session_id: str) -> Request:
@@ -188,6 +198,8 @@ class SessionInfo:
     tools: List[Dict[str, Any]]
     action_index: int
     seed: Optional[int] = None
+    # The session's agent (name, version, model, turn_timeout) when it was created with one.
+    agent: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_created(cls, obj: Mapping[str, Any]) -> "SessionInfo":
@@ -199,6 +211,7 @@ class SessionInfo:
             tools=list(obj.get("tools") or []),
             action_index=int(obj.get("action_index", 0)),
             seed=_seed_of(obj),
+            agent=obj.get("agent"),
         )
 
 

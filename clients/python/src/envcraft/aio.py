@@ -16,7 +16,7 @@ import asyncio
 import os
 import ssl
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 from . import _http1, _wire
 from ._http1 import MAX_HEADER_LINE, MAX_RESPONSE_BYTES, Endpoint, FailedAt, IdleConnections
@@ -84,11 +84,16 @@ class AsyncClient:
         return list(_wire.field_of(await self._send(_wire.list_tasks()), "tasks"))
 
     async def create(
-        self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None
+        self,
+        task: Task,
+        base_time: Optional[str] = None,
+        seed: Optional[int] = None,
+        agent: Optional[Mapping[str, Any]] = None,
     ) -> "AsyncSession":
-        """A new session of ``task``, ``"ENV/ID"`` or an inline task (a mapping); see
-        ``envcraft.Client.create``. A bad ``seed`` raises ``ValueError`` before any request."""
-        obj = await self._send(_wire.create_session(task, base_time, seed))
+        """A new session of ``task``, ``"ENV/ID"`` or an inline task (a mapping), with an
+        optional ``agent``; see ``envcraft.Client.create``. A bad ``seed`` raises
+        ``ValueError`` before any request."""
+        obj = await self._send(_wire.create_session(task, base_time, seed, agent))
         return AsyncSession(self, SessionInfo.from_created(obj))
 
     # -- transport ----------------------------------------------------------------------
@@ -283,6 +288,10 @@ class AsyncSession(SessionState):
         message raises ``BadRequest`` naming the field."""
         obj = await self.client._send(_wire.add_message(self.id, text, **fields))
         return str(obj["id"])
+
+    async def agent_turn(self) -> Dict[str, Any]:
+        """Runs the current turn through the session's agent; see ``Session.agent_turn``."""
+        return await self.client._send(_wire.agent_turn(self.id))
 
     async def next_turn(self) -> Optional[str]:
         try:

@@ -13,7 +13,7 @@ import socket
 import ssl
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type
 
 from . import _http1, _wire
 from ._http1 import Endpoint, FailedAt, IdleConnections
@@ -121,7 +121,13 @@ class Client:
         """Every task the server offers: ``{"task": "ENV/ID", "env", "id", "prompt"}`` each."""
         return list(_wire.field_of(self._send(_wire.list_tasks()), "tasks"))
 
-    def create(self, task: Task, base_time: Optional[str] = None, seed: Optional[int] = None) -> "Session":
+    def create(
+        self,
+        task: Task,
+        base_time: Optional[str] = None,
+        seed: Optional[int] = None,
+        agent: Optional[Mapping[str, Any]] = None,
+    ) -> "Session":
         """A new session of ``task``: a task's name (``"ENV/ID"``, as ``tasks()`` lists them)
         or an inline task, the whole task as a mapping sent as given::
 
@@ -136,8 +142,12 @@ class Client:
         (``Session.task``). ``base_time`` (RFC 3339) overrides the task's clock. ``seed`` (an
         int from 0 to 2**64-1) is exported to the session's commands, skills and grader as
         ``ENVCRAFT_SEED`` (``Session.seed``); any other seed raises ``ValueError`` and a
-        ``task`` neither ``str`` nor mapping ``TypeError``, before a request is made."""
-        info = SessionInfo.from_created(self._send(_wire.create_session(task, base_time, seed)))
+        ``task`` neither ``str`` nor mapping ``TypeError``, before a request is made.
+
+        ``agent={"name": "openclaw", "model_url": URL, "model"?: NAME, "turn_timeout"?: SECS}``
+        makes OpenClaw itself the session's agent (the server needs its install: ``make
+        openclaw``); ``Session.agent_turn()`` then runs each turn."""
+        info = SessionInfo.from_created(self._send(_wire.create_session(task, base_time, seed, agent)))
         return Session(self, info)
 
     # -- transport ----------------------------------------------------------------------
@@ -348,6 +358,14 @@ class Session(SessionState):
         message raises ``BadRequest`` naming the field."""
         obj = self.client._send(_wire.add_message(self.id, text, **fields))
         return str(obj["id"])
+
+    def agent_turn(self) -> Dict[str, Any]:
+        """Runs the current turn's prompt through the session's agent (OpenClaw, pointed at the
+        model URL given at creation), which may take minutes; returns the turn's report and the
+        run so far (``turns``, ``tool_calls``, ``transcript_events``, ...). The transcript is then
+        OpenClaw's own. ``InvalidTransition`` when the session has no agent or already ran this
+        turn (``next_turn()`` first)."""
+        return self.client._send(_wire.agent_turn(self.id))
 
     def next_turn(self) -> Optional[str]:
         """Moves to the next prompt of the task and returns it, or ``None`` after the last."""

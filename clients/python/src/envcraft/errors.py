@@ -21,6 +21,7 @@ __all__ = [
     "TaskNotFound",
     "ForbiddenHost",
     "ImageNotFound",
+    "AgentNotInstalled",
     "InvalidTransition",
     "PayloadTooLarge",
     "TooManySessions",
@@ -94,6 +95,11 @@ class ImageNotFound(EnvcraftError):
     """503: the task's environment runs over an image the server's store does not hold."""
 
 
+class AgentNotInstalled(EnvcraftError):
+    """503: the session asks for an agent (OpenClaw) the server has no install of (``make
+    openclaw``, or the server's ``--openclaw-dir``)."""
+
+
 class InvalidTransition(EnvcraftError):
     """409: the session cannot do that now (e.g. ``next_turn`` after the last turn)."""
 
@@ -152,6 +158,7 @@ CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
     "invalid_transition": InvalidTransition,
     "forbidden_host": ForbiddenHost,
     "image_not_found": ImageNotFound,
+    "agent_not_installed": AgentNotInstalled,
     "payload_too_large": PayloadTooLarge,
     "too_many_sessions": TooManySessions,
     "capacity": CapacityExceeded,
