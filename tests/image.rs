@@ -500,3 +500,56 @@ fn a_root_filesystem_tar_imports_as_a_one_layer_image_that_runs() {
             .all(|p| !p.to_string_lossy().contains(".partial"))
     );
 }
+
+#[test]
+fn an_images_root_only_files_are_the_sandbox_roots_when_envcraft_runs_as_root() {
+    if !common::sandbox_ready() {
+        return;
+    }
+    // Under host root the sandbox's root is an unused host id; the store's files belong to the
+    // root that imported them, so without an idmapped view of the layers the image's root-only
+    // files would be unreadable inside (shown as `nobody`), unlike in a container.
+    if !nix::unistd::geteuid().is_root() {
+        common::skip("needs root: only host root runs sandboxes as an unused id");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let layout = dir.path().join("layout");
+    let layers = vec![Layer::gzip(
+        image_fixture::host_tools_layer()
+            .dir_mode("private", 0o700)
+            .file_mode("private/key", b"only-root\n", 0o600)
+            .dir("etc")
+            .file_mode("etc/app.conf", b"mode 0640\n", 0o640)
+            .finish(),
+    )];
+    oci_layout(&layout, &layers);
+    let out = image_cmd(
+        &state,
+        &["import", layout.to_str().unwrap(), "--name", "private"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let workspace = common::Template::new();
+    let script = "cat /private/key; cat /etc/app.conf; \
+        (echo x > /private/new) 2>/dev/null && echo wrote || echo read-only";
+    let out = common::Exec::new(workspace.path())
+        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
+        .args(&["--image", "private"])
+        .run(&["/bin/dash", "-c", script]);
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{} {}",
+        out.stderr,
+        out.envcraft_stderr
+    );
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["only-root", "mode 0640", "read-only"],
+        "{}",
+        out.stderr
+    );
+    let enforced = &out.json.as_ref().unwrap()["enforced"];
+    assert_eq!(enforced["uid_mapping"], "idmapped", "{enforced}");
+}

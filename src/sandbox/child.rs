@@ -406,7 +406,19 @@ fn bind_template(init: &mut Init) -> Result<(), StepError> {
 fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
     let root = init.dirs.root();
     match &init.plan.image {
-        Some(image) => super::mounts::mount_image_root(&init.dirs, image)?,
+        Some(image) => {
+            // Idmapped, the layers' tree follows the template's (see `idmap::sources`).
+            let tree = if init.idmapped > 0 {
+                Some(
+                    init.trees
+                        .next()
+                        .ok_or_else(|| fail("attach the image's layers", "no tree came".into()))?,
+                )
+            } else {
+                None
+            };
+            super::mounts::mount_image_root(&init.dirs, image, tree)?
+        }
         None => mount(
             Some("envcraft-root"),
             &root,

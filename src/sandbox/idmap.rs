@@ -18,13 +18,22 @@ use super::plan::{MountStep, Plan};
 use crate::sys;
 
 /// The host paths to idmap for `plan`, in the order the init attaches them: the template's
-/// layers (at `lowerN`), then the sources of the plan's `BindDirAt` steps, in plan order.
+/// layers (at `lowerN`), the image's layers directory when the root is an image's (the store's
+/// files belong to the host root that imported them: shown through the same mapping, the
+/// image's root-only files are the sandbox root's, as in a container), then the sources of the
+/// plan's `BindDirAt` steps, in plan order.
 pub fn sources(plan: &Plan) -> Vec<PathBuf> {
     let binds = plan.mounts.iter().filter_map(|m| match m {
         MountStep::BindDirAt { source, .. } => Some(source.clone()),
         _ => None,
     });
-    plan.lowers.iter().cloned().chain(binds).collect()
+    let image = plan.image.iter().map(|i| i.layers_dir.clone());
+    plan.lowers
+        .iter()
+        .cloned()
+        .chain(image)
+        .chain(binds)
+        .collect()
 }
 
 /// Detached, read-only, nosuid, nodev copies of the [`sources`] of `plan`, idmapped through the

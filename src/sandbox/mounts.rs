@@ -243,13 +243,15 @@ pub(super) fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
 }
 
 /// Step 5, from an image: the store's layers directory bound read-only at `image` in the state
-/// directory, and the root an overlay of the image's layers (topmost first) with an upper
+/// directory (or, under host root, attached from the idmapped `tree` envcraft made of it,
+/// read-only, nosuid and nodev, with the sandbox's root as the owner of root's files), and the root an overlay of the image's layers (topmost first) with an upper
 /// layer of its own in the layer tmpfs (for the mountpoints; `/` is made read-only at step 9).
 /// `userxattr`: the layers' whiteouts and opaque directories are the `user.overlay` ones the
 /// unpacker made. Paths are relative to the state directory (the store's may hold `,` or `:`).
 pub(super) fn mount_image_root(
     dirs: &StateDirs,
     image: &super::image_root::ImageRoot,
+    tree: Option<std::os::fd::OwnedFd>,
 ) -> Result<(), StepError> {
     let lowerdir = image.lowerdir();
     if lowerdir.len() > 3900 {
@@ -263,7 +265,16 @@ pub(super) fn mount_image_root(
             ),
         ));
     }
-    bind(&image.layers_dir, &dirs.base.join("image"), true).step("bind the image's layers")?;
+    match tree {
+        Some(tree) => {
+            crate::sys::attach_tree(std::os::fd::AsFd::as_fd(&tree), &dirs.base.join("image"))
+                .step("attach the idmapped image layers")?
+        }
+        None => {
+            bind(&image.layers_dir, &dirs.base.join("image"), true)
+                .step("bind the image's layers")?;
+        }
+    }
     nix::unistd::chdir(&dirs.base).step("enter the state directory")?;
     let opts =
         format!("lowerdir={lowerdir},upperdir=layer/rootup,workdir=layer/rootwork,userxattr");
