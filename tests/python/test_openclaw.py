@@ -49,6 +49,33 @@ def run_openclaw(binary: Path, task: str, model: ScriptedModel, keep: Path, extr
     return json.loads(proc.stdout)
 
 
+def trajectory_of(script: list) -> list:
+    """The script's tool calls as an envcraft trajectory: a turn ends at each final answer."""
+    steps, turn = [], 0
+    for answer in script:
+        for call in answer.get("tool_calls", []):
+            steps.append({"turn": turn, "tool": call["name"], "args": call["arguments"]})
+        if "content" in answer:
+            turn += 1
+    return steps
+
+
+def assert_same_effect_through_envcraft_tools(binary: Path, task: str, script: list, openclaw: dict, tmp: Path) -> None:
+    """Tool fidelity: the calls OpenClaw's tools made, replayed through envcraft's own tools
+    (`envcraft run --actions`), leave the same workspace and get the same reward."""
+    actions = tmp / "actions.jsonl"
+    actions.write_text("".join(json.dumps(step) + "\n" for step in trajectory_of(script)))
+    state = tempfile.mkdtemp(prefix="envcraft-openclaw-state-")
+    argv = [str(binary), "run", task, "--actions", str(actions), "--json", "--state-dir", state,
+            "--workspaces", str(REPO / "workspaces"), "--skills", str(REPO / "skills")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), f"{' '.join(argv)}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    replay = json.loads(proc.stdout)
+    assert all(a["result"]["ok"] for a in replay["actions"] if "tool" in a), replay["actions"]
+    assert replay["changes"] == openclaw["changes"]
+    assert replay["reward"] == openclaw["reward"]
+
+
 def transcript(keep: Path) -> list:
     return [json.loads(line) for line in (keep / "transcript.jsonl").read_text().splitlines()]
 
@@ -108,6 +135,7 @@ def test_openclaw_reaches_reward_1_on_a_bundled_two_turn_task_in_one_session(tmp
     assert len(users) == 2
     assert ARCHIVE_SCRIPT[2]["content"] in assistant_texts(events)
     assert agent["tool_calls"] == 3 and agent["transcript_events"] == len(events)
+    assert_same_effect_through_envcraft_tools(binary, "example/archive-read-mail", ARCHIVE_SCRIPT, report, tmp_path)
 
 
 CLAWGYM_SOLVER = r'''python3 - <<'EOF'
@@ -162,6 +190,7 @@ def test_openclaw_reaches_reward_1_on_a_clawgym_fixture_task(tmp_path):
     assert [c["name"] for c in tool_calls(events)] == ["read", "exec"]
     results = [e["message"] for e in events if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
     assert any("I001" in part.get("text", "") for r in results for part in r["content"]), "read saw the CSV"
+    assert_same_effect_through_envcraft_tools(binary, str(task), script, report, tmp_path)
 
 
 def test_a_do_nothing_script_scores_0_and_the_sandbox_reaches_only_the_model_port(tmp_path):
