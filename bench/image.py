@@ -20,9 +20,10 @@ The image is made here from the host's own `/usr/bin/true` and its libraries (fo
 so the benchmark needs nothing installed beyond bwrap (and docker-registry and skopeo for the
 pull, skipped with a line when they are missing).
 
-- and vs `podman run --rm --network none` of the same image (Debian's `podman`, as root: its
-  own storage on /dev/shm, the image pulled once from the same OCI layout, `--pull never`),
-  skipped with a line when podman is missing.
+- and vs `podman run --rm --network none` of the same image (Debian's `podman`, its own storage
+  on /dev/shm, the image pulled once from the same OCI layout, `--pull never`; rootless as an
+  unprivileged user with subordinate ids where there is one, see bench/podman.py), skipped with
+  a line when podman is missing or cannot run here.
 
 Prints a Markdown section and appends it to RESULTS_MD when given.
 """
@@ -40,6 +41,7 @@ import tarfile
 import tempfile
 import time
 
+from podman import Podman, pick_user
 from report import publish, timed, verdict
 
 LAYER_BYTES = 200 << 20
@@ -229,15 +231,9 @@ def start_times(binary, root):
         "bwrap": ["bwrap", "--ro-bind", rootfs, "/", "--dev", "/dev", "--proc", "/proc",
                   "--unshare-all", "--die-with-parent", "--", "/bin/true"],
     }
-    podman = shutil.which("podman")
-    podman_root = tempfile.mkdtemp(prefix="envcraft-bench-podman-", dir="/dev/shm")
-    store = ["--root", os.path.join(podman_root, "root"),
-             "--runroot", os.path.join(podman_root, "run"), "--storage-driver", "overlay"]
-    if podman:
-        loaded = subprocess.run([podman, *store, "pull", "-q", "oci:" + layout],
-                                check=True, capture_output=True, text=True).stdout.split()[-1]
-        cmds["podman"] = [podman, *store, "run", "--rm", "--network", "none", "--pull", "never",
-                          loaded, "/bin/true"]
+    peer, skipped = podman_peer(layout, root)
+    if peer:
+        cmds["podman"] = peer.run_cmd("--network", "none", peer.image, "/bin/true")
     times = {k: [] for k in cmds}
     try:
         for _ in range(ROUNDS):
@@ -246,11 +242,42 @@ def start_times(binary, root):
                     times[name].append(timed(cmd, env=env))
     finally:
         shutil.rmtree(state, ignore_errors=True)
-        if podman:
-            subprocess.run([podman, *store, "system", "reset", "--force"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shutil.rmtree(podman_root, ignore_errors=True)
-    return {k: statistics.median(v) for k, v in times.items()}
+        if peer:
+            peer.close()
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    medians["podman_said"] = peer.describe() if peer else skipped
+    return medians
+
+
+def podman_peer(layout, root):
+    """A Podman holding the image of `layout` and a runtime that starts it: (peer, None), or
+    (None, why it is skipped). Rootless as an unprivileged user where one has subordinate ids."""
+    if not shutil.which("podman"):
+        return None, "skipped: podman missing"
+    user, why = pick_user()
+    if why:
+        return None, f"skipped: {why}"
+    peer = Podman(user)
+    # The layout is read by the user podman runs as.
+    os.chmod(root, 0o755)
+    peer.give(layout)
+    # Podman names an image pulled from a layout after its path, which must then be a valid
+    # reference (a temporary directory's random name may not be): a link of a plain name.
+    link = f"/tmp/envcraft-bench-layout-{os.getpid()}"
+    os.symlink(layout, link)
+    try:
+        pulled = subprocess.run(peer.cmd("pull", "-q", "oci:" + link), capture_output=True, text=True)
+    finally:
+        os.unlink(link)
+    if pulled.returncode != 0:
+        peer.close()
+        return None, f"skipped: podman cannot load the image ({pulled.stderr.strip()[-200:]})"
+    peer.image = pulled.stdout.split()[-1]
+    why = peer.find_runtime("--network", "none", peer.image, "/bin/true")
+    if why:
+        peer.close()
+        return None, f"skipped: podman cannot start the image here ({why})"
+    return peer, None
 
 
 def pull_row(pulls, mb):
@@ -264,11 +291,11 @@ def pull_row(pulls, mb):
             f"| {ratio:.2f}x its throughput | >= 0.8x: {verdict(ratio >= 0.8)} |")
 
 
-def podman_row(image, podman):
+def podman_row(image, podman, said):
     if podman is None:
-        return "| `exec --image -- true` | | `podman run --rm` | skipped: podman missing | | |"
+        return f"| `exec --image -- true` | | `podman run --rm` | {said} | | |"
     return (f"| `exec --image -- true` | {image:.2f} ms | `podman run --rm --network none` "
-            f"(root) | {podman * 1e3:.1f} ms | {image / (podman * 1e3):.3f}x | |")
+            f"({said}) | {podman * 1e3:.1f} ms | {image / (podman * 1e3):.3f}x | |")
 
 
 def main():
@@ -297,7 +324,7 @@ def main():
            f"| {image / host:.2f}x | <= 1.1x: {verdict(image <= 1.1 * host)} |",
            f"| `exec --image -- true` | {image:.2f} ms | `bwrap --ro-bind ROOTFS / --unshare-all true` | {bwrap:.2f} ms "
            f"| {image / bwrap:.2f}x | |",
-           podman_row(image, starts.get("podman")),
+           podman_row(image, starts.get("podman"), starts["podman_said"]),
            "",
            f"Unpacks: {UNPACKS} of each; pulls: {PULLS} interleaved of each; starts: {ROUNDS} "
            f"interleaved rounds of {PER_ROUND}."]

