@@ -49,7 +49,6 @@ pub use self::start::Prestart;
 pub struct StatePaths {
     pub view: PathBuf,
     pub changes: Option<PathBuf>,
-    pub workspace: PathBuf,
 }
 
 /// A started command, before it is supervised.
@@ -402,15 +401,26 @@ impl Sandbox {
         self.cgroup.as_ref().is_some_and(RunCgroup::is_active)
     }
 
+    /// The state directory whose owner mark this sandbox holds (see `stale`): another
+    /// directory of the same life may share the mark ([`super::stale::share_owner`]).
+    pub fn owner_dir(&self) -> Option<&Path> {
+        self._owner
+            .as_ref()
+            .and(self.state.as_ref())
+            .map(|s| s.path())
+    }
+
     /// What Landlock enforced for the commands (known once one has run).
     pub fn landlock(&self) -> Option<LandlockOutcome> {
         self.landlock
     }
 
-    /// The workspace root as the sandbox sees it (a directory descriptor), for file tools.
-    pub fn workspace_root(&mut self) -> Result<Option<&OwnedFd>, SandboxError> {
+    /// The workspace root as the sandbox sees it (a directory descriptor), for file tools:
+    /// handed over, not copied (the caller keeps the one descriptor; a server holds thousands
+    /// of sandboxes under one descriptor limit). `None` once taken, or without a workspace.
+    pub fn take_workspace_root(&mut self) -> Result<Option<OwnedFd>, SandboxError> {
         self.wait_ready()?;
-        Ok(self.workspace_root.as_ref())
+        Ok(self.workspace_root.take())
     }
 
     /// Where the workspace's changes live (upper layer or copy), as a path this process can
@@ -432,22 +442,16 @@ impl Sandbox {
         }
     }
 
-    /// Paths this process can read: the template view (the workspace's start), where the
-    /// changes are (upper layer or copy; none for a read-only workspace), and the workspace as
-    /// the sandbox sees it.
+    /// Paths this process can read: the template view (the workspace's start) and where the
+    /// changes are (upper layer or copy; none for a read-only workspace). The workspace as the
+    /// sandbox sees it is the descriptor [`Sandbox::take_workspace_root`] handed over.
     pub fn state_paths(&mut self) -> Result<StatePaths, SandboxError> {
         self.wait_ready()?;
         let fd_path = |fd: &OwnedFd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let view = self.view.as_ref().map(fd_path).ok_or(SandboxError::Lost)?;
-        let workspace = self
-            .workspace_root
-            .as_ref()
-            .map(fd_path)
-            .ok_or(SandboxError::Lost)?;
         Ok(StatePaths {
             view,
             changes: self.changes_source().map(|(p, _)| p),
-            workspace,
         })
     }
 

@@ -30,6 +30,16 @@ pub fn mark_owner(dir: &Path) -> std::io::Result<OwnerMark> {
     Ok(OwnerMark { _lock: lock })
 }
 
+/// Mark `dir` as owned by whoever holds the owner mark of `owned` (a hard link to that mark:
+/// one lock, one descriptor, keeps both directories alive, and both are free once it is
+/// dropped). Linked under a temporary name and renamed into place, as [`mark_owner`] does.
+/// Fails where a link cannot be made (another filesystem): the caller marks `dir` itself.
+pub fn share_owner(owned: &Path, dir: &Path) -> std::io::Result<()> {
+    let temp = dir.join(format!("{OWNER}.{}", std::process::id()));
+    fs::hard_link(owned.join(OWNER), &temp)?;
+    fs::rename(&temp, dir.join(OWNER))
+}
+
 /// A directory's owner mark: the directory counts as alive while this is held.
 #[derive(Debug)]
 pub struct OwnerMark {

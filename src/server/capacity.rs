@@ -405,7 +405,11 @@ impl Headroom {
             return Err(refusal(Scarce::Descriptors));
         }
         if self.sessions - held <= COUNTED_NEAR
-            && open_descriptors() + self.per_session + self.reserved > self.fd_limit
+            // The open connections' descriptors are within the reserve: not counted twice.
+            && open_descriptors().saturating_sub(super::connections::open_connections())
+                + self.per_session
+                + self.reserved
+                > self.fd_limit
         {
             return Err(refusal(Scarce::Descriptors));
         }

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -180,6 +180,7 @@ impl PeerSlot {
             return None;
         }
         *count += 1;
+        OPEN.fetch_add(1, Ordering::SeqCst);
         Some(PeerSlot {
             peers: peers.clone(),
             peer,
@@ -187,8 +188,18 @@ impl PeerSlot {
     }
 }
 
+/// Connections accepted and not yet closed, in this process.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// How many connections are open now: their descriptors are the reserve's, not sessions' (see
+/// `capacity::Headroom::check`).
+pub fn open_connections() -> u64 {
+    OPEN.load(Ordering::SeqCst) as u64
+}
+
 impl Drop for PeerSlot {
     fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::SeqCst);
         let mut counts = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = counts.get_mut(&self.peer) {
             *count = count.saturating_sub(1);

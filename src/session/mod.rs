@@ -330,10 +330,8 @@ impl Session {
         };
         let plan = sandbox.plan().clone();
         let fd = sandbox
-            .workspace_root()?
-            .ok_or(SessionError::NoWorkspace)?
-            .try_clone()
-            .map_err(SessionError::Descriptor)?;
+            .take_workspace_root()?
+            .ok_or(SessionError::NoWorkspace)?;
         let owner = (plan.uid != nix::unistd::geteuid().as_raw()).then_some((plan.uid, plan.gid));
         // File tools accept the in-sandbox paths of the workspace (also without namespaces,
         // where commands see the copy at its host path: agents write `/workspace/...`).
@@ -345,7 +343,7 @@ impl Session {
             owner,
         );
         let id = id.unwrap_or_else(new_id);
-        let dir = SessionDir::create(&parts.sessions_root, &id)?;
+        let dir = SessionDir::create(&parts.sessions_root, &id, sandbox.owner_dir())?;
         let session = Session {
             id,
             dir,
@@ -613,6 +611,7 @@ impl Session {
             .parent()
             .map(|root| root.join("manifests"))
             .unwrap_or_else(|| std::env::temp_dir().join("envcraft-manifests"));
+        let workspace = self.root.proc_path();
         self.sandbox.frozen(|sandbox| {
             let changes = sandbox.changes()?;
             let paths = sandbox.state_paths()?;
@@ -622,7 +621,7 @@ impl Session {
                 Some(source) => initial.apply_changes(source, &changes)?,
                 None => initial.clone(),
             };
-            Ok((initial, final_, paths.workspace))
+            Ok((initial, final_, workspace))
         })
     }
 
@@ -681,7 +680,7 @@ impl Session {
         // Only what the rules name and what changed matters: the template's entries for those
         // paths, and the changed ones from the upper layer. O(changed and checked bytes), no
         // walk of the template.
-        let (initial, final_, paths) = self.sandbox.frozen(|sandbox| {
+        let (initial, final_) = self.sandbox.frozen(|sandbox| {
             let changes = sandbox.changes()?;
             let paths = sandbox.state_paths()?;
             let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
@@ -693,13 +692,13 @@ impl Session {
                 Some(source) => initial.apply_changes(source, &changes)?,
                 None => initial.clone(),
             };
-            Ok::<_, SessionError>((initial, final_, paths))
+            Ok::<_, SessionError>((initial, final_))
         })?;
         Ok(crate::verify::verify(
             &expected,
             &initial,
             &final_,
-            Some(&paths.workspace),
+            Some(&self.root.proc_path()),
         ))
     }
 

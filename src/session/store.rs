@@ -40,11 +40,13 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// The directory of one session, locked (its owner mark) and with its transcript kept open.
+/// The directory of one session, locked (its owner mark). The transcript is opened for each
+/// append, not kept open: a session holds as few descriptors as it can (a server holds
+/// thousands of sessions under one descriptor limit), and an append after the transcript was
+/// replaced whole ([`SessionDir::write_atomic`], an agent harness's own) lands in the new one.
 #[derive(Debug)]
 pub struct SessionDir {
     pub path: PathBuf,
-    transcript: File,
     /// Bytes appended to the transcript so far.
     transcript_bytes: AtomicU64,
     /// Whether the transcript was cut at its limit (no call is recorded any more).
@@ -52,8 +54,9 @@ pub struct SessionDir {
     /// An append failed (the state root full): the transcript misses a call the agent was
     /// answered, so the directory must not be resumed (see [`SessionDir::append_transcript`]).
     unrecorded: AtomicBool,
-    /// The session's lock, which also marks the directory as alive (see `sandbox::stale`).
-    _owner: crate::sandbox::stale::OwnerMark,
+    /// The session's lock, which also marks the directory as alive (see `sandbox::stale`);
+    /// `None` where the directory shares its sandbox's mark (the sandbox holds the lock).
+    _owner: Option<crate::sandbox::stale::OwnerMark>,
 }
 
 /// The transcript's file name in a session directory.
@@ -62,8 +65,11 @@ pub const TRANSCRIPT: &str = "transcript.jsonl";
 const STATE: &str = "state.json";
 
 impl SessionDir {
-    /// Create the directory (mode 0700) for session `id` under `root`, locked by this process.
-    pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
+    /// Create the directory (mode 0700) for session `id` under `root`, locked by this process:
+    /// by a link to the owner mark of `sandbox` (the sandbox's state directory, whose lock
+    /// lives as long as the session) where one is given and a link can be made, so that a
+    /// session holds one lock descriptor, not two; else by a lock of its own.
+    pub fn create(root: &Path, id: &str, sandbox: Option<&Path>) -> Result<SessionDir, StoreError> {
         let path = root.join(id);
         crate::workspace::state_root::prepare(root)
             .map_err(std::io::Error::other)
@@ -71,11 +77,15 @@ impl SessionDir {
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
-        let owner = crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
-        let transcript = open_append(&path.join(TRANSCRIPT))?;
+        let shared = sandbox.is_some_and(|s| crate::sandbox::stale::share_owner(s, &path).is_ok());
+        let owner = if shared {
+            None
+        } else {
+            Some(crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?)
+        };
+        drop(open_append(&path.join(TRANSCRIPT))?);
         Ok(SessionDir {
             path,
-            transcript,
             transcript_bytes: AtomicU64::new(0),
             transcript_cut: AtomicBool::new(false),
             unrecorded: AtomicBool::new(false),
@@ -114,12 +124,14 @@ impl SessionDir {
         }
         self.transcript_bytes
             .fetch_add(lines.len() as u64, Ordering::SeqCst);
-        let written = (&self.transcript).write_all(lines);
+        let path = self.path.join(TRANSCRIPT);
+        let written =
+            open_append(&path).and_then(|mut file| file.write_all(lines).map_err(write_err(&path)));
         if written.is_err() {
             self.unrecorded.store(true, Ordering::SeqCst);
             let _ = fs::remove_file(self.path.join(STATE));
         }
-        written.map_err(write_err(&self.path.join(TRANSCRIPT)))
+        written
     }
 
     /// Append a call's `lines` unless the transcript would pass `limit` bytes: then append
@@ -186,7 +198,7 @@ mod tests {
     #[test]
     fn atomic_write_replaces_whole_content() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s1").unwrap();
+        let dir = SessionDir::create(root.path(), "s1", None).unwrap();
         dir.write_atomic("state.json", b"{\"a\":1}").unwrap();
         dir.write_atomic("state.json", b"{\"a\":2}").unwrap();
         assert_eq!(fs::read(dir.path.join("state.json")).unwrap(), b"{\"a\":2}");
@@ -196,11 +208,13 @@ mod tests {
     #[test]
     fn a_failed_append_leaves_no_state_to_resume_and_writes_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let mut dir = SessionDir::create(root.path(), "s1").unwrap();
+        let dir = SessionDir::create(root.path(), "s1", None).unwrap();
         dir.write_atomic("state.json", b"{}").unwrap();
         dir.append_transcript(b"recorded\n").unwrap();
         // The state root full: every write of the transcript fails with ENOSPC.
-        dir.transcript = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let transcript = dir.path.join(TRANSCRIPT);
+        fs::remove_file(&transcript).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &transcript).unwrap();
         assert!(dir.append_transcript(b"lost\n").is_err());
         assert!(!dir.path.join("state.json").exists());
         dir.write_atomic("state.json", b"{}").unwrap();
@@ -214,7 +228,7 @@ mod tests {
     #[test]
     fn the_directory_is_locked_for_the_sessions_life() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s2").unwrap();
+        let dir = SessionDir::create(root.path(), "s2", None).unwrap();
         assert!(!crate::sandbox::stale::owner_gone(&dir.path));
         let path = dir.path.clone();
         drop(dir);
@@ -222,9 +236,32 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_sharing_its_sandboxs_mark_lives_and_dies_with_that_lock() {
+        let root = tempfile::tempdir().unwrap();
+        let sandbox = root.path().join("envcraft-run");
+        fs::create_dir(&sandbox).unwrap();
+        let mark = crate::sandbox::stale::mark_owner(&sandbox).unwrap();
+        let dir = SessionDir::create(root.path(), "s5", Some(&sandbox)).unwrap();
+        assert!(
+            dir._owner.is_none(),
+            "the sandbox's lock is shared, not a second one taken"
+        );
+        assert!(!crate::sandbox::stale::owner_gone(&dir.path));
+        drop(dir);
+        drop(mark);
+        assert!(crate::sandbox::stale::owner_gone(&root.path().join("s5")));
+        assert!(crate::sandbox::stale::owner_gone(&sandbox));
+        // Where no link can be made, the directory locks itself.
+        let elsewhere = SessionDir::create(root.path(), "s6", Some(Path::new("/nonexistent")));
+        let elsewhere = elsewhere.unwrap();
+        assert!(elsewhere._owner.is_some());
+        assert!(!crate::sandbox::stale::owner_gone(&elsewhere.path));
+    }
+
+    #[test]
     fn lines_are_appended_in_order() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s3").unwrap();
+        let dir = SessionDir::create(root.path(), "s3", None).unwrap();
         dir.append_transcript(b"1\n").unwrap();
         dir.append_transcript(b"2\n3\n").unwrap();
         assert_eq!(
@@ -236,7 +273,7 @@ mod tests {
     #[test]
     fn calls_past_the_limit_leave_one_cut_event_and_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s4").unwrap();
+        let dir = SessionDir::create(root.path(), "s4", None).unwrap();
         let cut = || b"CUT\n".to_vec();
         assert_eq!(
             dir.append_call(b"aaaa\n", 10, cut).unwrap(),

@@ -123,6 +123,15 @@ impl WorkspaceRoot {
         Ok(Self::new(fd, mount, aliases, writable, owner))
     }
 
+    /// The root as a path this process can open (`/proc/self/fd/N`), for readers that take a
+    /// path (the verifier's manifests).
+    pub fn proc_path(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+        ))
+    }
+
     pub fn mount(&self) -> &Path {
         &self.mount
     }
