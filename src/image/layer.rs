@@ -378,6 +378,8 @@ struct Writer<'a> {
     skipped_devices: usize,
     /// The last parent opened, kept: entries come grouped by directory.
     parent: Option<(Vec<u8>, OwnedFd)>,
+    /// What a file's data is copied through.
+    buf: Vec<u8>,
 }
 
 impl<'a> Writer<'a> {
@@ -391,6 +393,7 @@ impl<'a> Writer<'a> {
             bytes: 0,
             skipped_devices: 0,
             parent: None,
+            buf: vec![0; 256 << 10],
         }
     }
 
@@ -556,10 +559,18 @@ impl<'a> Writer<'a> {
             .map_err(|e| self.write_err(raw, "create the file", &e.into()))?;
             let mut file = std::fs::File::from(fd);
             let mut limited = (&mut *entry).take(size);
-            let copied = io::copy(&mut limited, &mut file).map_err(|e| tar_err(&shown(raw), &e))?;
-            self.bytes += copied;
-            file.flush()
-                .map_err(|e| self.write_err(raw, "write the file", &e))?;
+            // Through the writer's own buffer: io::copy's 8 KiB would be a write per 8 KiB.
+            loop {
+                let n = match limited.read(&mut self.buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(tar_err(&shown(raw), &e)),
+                };
+                file.write_all(&self.buf[..n])
+                    .map_err(|e| self.write_err(raw, "write the file", &e))?;
+                self.bytes += n as u64;
+            }
             // Permission bits only: setuid, setgid and sticky never reach the store.
             fchmod(&file, Mode::from_bits_truncate(mode & 0o777))
                 .map_err(|e| self.write_err(raw, "set the mode", &e.into()))?;
