@@ -72,7 +72,6 @@ impl<R: Read> Chunks<R> {
     /// A buffer of no other holder: one the hashing thread is done with (or ours, inline), or
     /// a new one; None once the end was read.
     fn buffer(&mut self) -> io::Result<Option<Vec<u8>>> {
-        // Ours dropped first, so that the thread's is the only other holder.
         let ours = std::mem::take(&mut self.current);
         match &mut self.hasher {
             Hasher::Inline { ended: true, .. } | Hasher::Thread { to_hash: None, .. } => Ok(None),
@@ -82,21 +81,26 @@ impl<R: Read> Chunks<R> {
                     .filter(|b| b.len() == CHUNK)
                     .unwrap_or_else(|| vec![0; CHUNK]),
             )),
-            Hasher::Thread { hashed, made, .. } => loop {
-                let back = if *made < CHUNKS {
-                    hashed.try_recv().ok()
-                } else {
-                    Some(hashed.recv().map_err(|_| gone())?)
-                };
-                match back.map(Arc::try_unwrap) {
-                    Some(Ok(buf)) => return Ok(Some(buf)),
-                    Some(Err(_)) => *made -= 1, // still held elsewhere: let it go
-                    None => {
-                        *made += 1;
-                        return Ok(Some(vec![0; CHUNK]));
+            Hasher::Thread { hashed, made, .. } => {
+                // Ours dropped first, so that the buffer the thread gives back has no other
+                // holder (it is often this one: the thread hashes faster than files are written).
+                drop(ours);
+                loop {
+                    let back = if *made < CHUNKS {
+                        hashed.try_recv().ok()
+                    } else {
+                        Some(hashed.recv().map_err(|_| gone())?)
+                    };
+                    match back.map(Arc::try_unwrap) {
+                        Some(Ok(buf)) => return Ok(Some(buf)),
+                        Some(Err(_)) => *made -= 1, // still held elsewhere: let it go
+                        None => {
+                            *made += 1;
+                            return Ok(Some(vec![0; CHUNK]));
+                        }
                     }
                 }
-            },
+            }
         }
     }
 
