@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Image benchmarks, side by side with their peers in the same run.
 
-    python3 bench/image.py ENVCRAFT_BINARY [RESULTS_MD]
+    python3 bench/image.py ENVCRAFT_BINARY [RESULTS_MD] [--unpack-only]
 
 - unpacking a 200 MB layer (`envcraft image import` of an OCI layout of one uncompressed layer,
   into a fresh store on /dev/shm: the confined child, digests, the rename) vs `tar -xf` of the
@@ -25,7 +25,8 @@ pull, skipped with a line when they are missing).
   unprivileged user with subordinate ids where there is one, see bench/podman.py), skipped with
   a line when podman is missing or cannot run here.
 
-Prints a Markdown section and appends it to RESULTS_MD when given.
+Prints a Markdown section and appends it to RESULTS_MD when given. `--unpack-only` measures the
+unpack alone (its row only), for working on it.
 """
 
 import hashlib
@@ -298,28 +299,40 @@ def podman_row(image, podman, said):
             f"({said}) | {podman * 1e3:.1f} ms | {image / (podman * 1e3):.3f}x | |")
 
 
+def unpack_row(ours, peer):
+    mb = LAYER_BYTES / 1e6
+    ratio = peer / ours
+    return (f"| unpack a {mb:.0f} MB layer (import into a store on tmpfs) | {ours:.2f} s "
+            f"({mb / ours:.0f} MB/s) | `tar -xf` into tmpfs | {peer:.2f} s ({mb / peer:.0f} MB/s) "
+            f"| {ratio:.2f}x its throughput | >= 0.8x: {verdict(ratio >= 0.8)} |")
+
+
 def main():
-    binary = os.path.abspath(sys.argv[1])
-    results = sys.argv[2] if len(sys.argv) > 2 else None
+    args = [a for a in sys.argv[1:] if a != "--unpack-only"]
+    unpack_only = len(args) < len(sys.argv) - 1
+    binary = os.path.abspath(args[0])
+    results = args[1] if len(args) > 1 else None
     root = tempfile.mkdtemp(prefix="envcraft-bench-image-")
     try:
         layer = big_layer()
         ours, peer = unpack_times(binary, root, layer)
         del layer
+        if unpack_only:
+            publish(["### I. Images: unpack only (medians, one run)", "",
+                     "| Operation | envcraft | Peer | Peer figure | Ratio | Target |",
+                     "| --- | ---: | --- | ---: | ---: | --- |", unpack_row(ours, peer), "",
+                     f"Unpacks: {UNPACKS} of each, interleaved."], results)
+            return 0
         pulls = pull_times(binary, root)
         starts = start_times(binary, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    mb = LAYER_BYTES / 1e6
-    ratio = peer / ours
     image, host, bwrap = starts["image"] * 1e3, starts["host"] * 1e3, starts["bwrap"] * 1e3
     out = ["### I. Images (medians, one run)", "",
            "| Operation | envcraft | Peer | Peer figure | Ratio | Target |",
            "| --- | ---: | --- | ---: | ---: | --- |",
-           f"| unpack a {mb:.0f} MB layer (import into a store on tmpfs) | {ours:.2f} s ({mb / ours:.0f} MB/s) "
-           f"| `tar -xf` into tmpfs | {peer:.2f} s ({mb / peer:.0f} MB/s) | {ratio:.2f}x its throughput "
-           f"| >= 0.8x: {verdict(ratio >= 0.8)} |",
-           pull_row(pulls, mb),
+           unpack_row(ours, peer),
+           pull_row(pulls, LAYER_BYTES / 1e6),
            f"| `exec --image -- true` | {image:.2f} ms | `exec -- true` on the host root | {host:.2f} ms "
            f"| {image / host:.2f}x | <= 1.1x: {verdict(image <= 1.1 * host)} |",
            f"| `exec --image -- true` | {image:.2f} ms | `bwrap --ro-bind ROOTFS / --unshare-all true` | {bwrap:.2f} ms "

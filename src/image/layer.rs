@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::fcntl::{AtFlags, OFlag, openat};
@@ -36,6 +36,7 @@ use nix::sys::time::TimeSpec;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+pub use super::blob::Hashing;
 use super::oci::Digest;
 use crate::workspace::tree;
 
@@ -137,16 +138,16 @@ pub struct Unpacked {
     pub skipped_devices: usize,
 }
 
-/// A reader that hashes and counts what passes through it.
-struct Hashing<R> {
+/// A reader that hashes and counts what passes through it (the uncompressed stream).
+struct HashingReader<R> {
     inner: R,
-    /// None where another hasher sees the same bytes (an uncompressed layer's stream is its
+    /// None where the blob's hasher sees the same bytes (an uncompressed layer's stream is its
     /// blob: hashed once).
     hasher: Option<Sha256>,
     bytes: u64,
 }
 
-impl<R: Read> Read for Hashing<R> {
+impl<R: Read> Read for HashingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if let Some(h) = &mut self.hasher {
@@ -160,7 +161,7 @@ impl<R: Read> Read for Hashing<R> {
 /// The uncompressed stream, its hash and count, bounded in size and in ratio to the
 /// compressed count (read through a shared cell, as the decoder owns the compressed reader).
 struct Expanded<R> {
-    inner: Hashing<R>,
+    inner: HashingReader<R>,
     compressed: std::rc::Rc<std::cell::Cell<u64>>,
     limits: Limits,
     refusal: Option<LayerError>,
@@ -191,48 +192,39 @@ impl<R: Read> Read for Expanded<R> {
     }
 }
 
-/// Counts compressed bytes into the shared cell.
-struct Counting<R> {
-    inner: Hashing<R>,
-    count: std::rc::Rc<std::cell::Cell<u64>>,
-}
-
-impl<R: Read> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.set(self.inner.bytes);
-        Ok(n)
-    }
-}
-
-/// Unpack the layer read from `input` into the empty directory `root`.
-pub fn unpack(input: impl Read, root: &OwnedFd, limits: Limits) -> Result<Unpacked, LayerError> {
+/// Unpack the layer read from `input` into the empty directory `root`, its blob hashed as
+/// `hashing` says ([`super::blob`]: on a thread of its own, beside the writing of its files, in
+/// a clone of a single-threaded envcraft).
+pub fn unpack(
+    input: impl Read,
+    root: &OwnedFd,
+    limits: Limits,
+    hashing: Hashing,
+) -> Result<Unpacked, LayerError> {
     let count = std::rc::Rc::new(std::cell::Cell::new(0));
-    let mut raw = BufReader::with_capacity(
-        1 << 20,
-        Counting {
-            inner: Hashing {
-                inner: input,
-                hasher: Some(Sha256::new()),
-                bytes: 0,
-            },
-            count: count.clone(),
-        },
-    );
+    let (expansion, hasher, compressed_bytes) =
+        super::blob::read_hashed(input, count.clone(), hashing, |raw| {
+            let expansion = expand(raw, count, root, limits)?;
+            // Whatever the decoder left unread of the blob still belongs to its digest.
+            io::copy(raw, &mut io::sink()).map_err(|e| tar_err("(end)", &e))?;
+            Ok(expansion)
+        })
+        .map_err(|e| LayerError::Write {
+            entry: "(start)".into(),
+            op: "start the hashing thread".into(),
+            message: e.to_string(),
+        })?;
     let Expansion {
         entries,
         skipped_devices,
         tar_bytes,
         diff_id,
-    } = expand(&mut raw, count, root, limits)?;
-    // Whatever the decoder left unread of the blob still belongs to its digest.
-    io::copy(&mut raw, &mut io::sink()).map_err(|e| tar_err("(end)", &e))?;
-    let counting = raw.into_inner();
-    let digest = Digest::from_hasher(counting.inner.hasher.unwrap_or_default());
+    } = expansion?;
+    let digest = Digest::from_hasher(hasher);
     Ok(Unpacked {
         diff_id: diff_id.unwrap_or_else(|| digest.clone()),
         digest,
-        compressed_bytes: counting.inner.bytes,
+        compressed_bytes,
         tar_bytes,
         entries,
         skipped_devices,
@@ -251,7 +243,7 @@ struct Expansion {
 /// The tar stream inside `raw`, decompressed as its first bytes say, unpacked into `root`:
 /// the entry and left-out device counts, the stream's size and its digest.
 fn expand<R: Read>(
-    raw: &mut BufReader<Counting<R>>,
+    raw: &mut super::blob::Chunks<R>,
     count: std::rc::Rc<std::cell::Cell<u64>>,
     root: &OwnedFd,
     limits: Limits,
@@ -266,7 +258,7 @@ fn expand<R: Read>(
         Box::new(raw)
     };
     let mut expanded = Expanded {
-        inner: Hashing {
+        inner: HashingReader {
             inner: decoded,
             hasher: (!plain).then(Sha256::new),
             bytes: 0,
@@ -378,6 +370,8 @@ struct Writer<'a> {
     skipped_devices: usize,
     /// The last parent opened, kept: entries come grouped by directory.
     parent: Option<(Vec<u8>, OwnedFd)>,
+    /// What a file's data is copied through.
+    buf: Vec<u8>,
 }
 
 impl<'a> Writer<'a> {
@@ -391,6 +385,7 @@ impl<'a> Writer<'a> {
             bytes: 0,
             skipped_devices: 0,
             parent: None,
+            buf: vec![0; 256 << 10],
         }
     }
 
@@ -556,10 +551,18 @@ impl<'a> Writer<'a> {
             .map_err(|e| self.write_err(raw, "create the file", &e.into()))?;
             let mut file = std::fs::File::from(fd);
             let mut limited = (&mut *entry).take(size);
-            let copied = io::copy(&mut limited, &mut file).map_err(|e| tar_err(&shown(raw), &e))?;
-            self.bytes += copied;
-            file.flush()
-                .map_err(|e| self.write_err(raw, "write the file", &e))?;
+            // Through the writer's own buffer: io::copy's 8 KiB would be a write per 8 KiB.
+            loop {
+                let n = match limited.read(&mut self.buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(tar_err(&shown(raw), &e)),
+                };
+                file.write_all(&self.buf[..n])
+                    .map_err(|e| self.write_err(raw, "write the file", &e))?;
+                self.bytes += n as u64;
+            }
             // Permission bits only: setuid, setgid and sticky never reach the store.
             fchmod(&file, Mode::from_bits_truncate(mode & 0o777))
                 .map_err(|e| self.write_err(raw, "set the mode", &e.into()))?;
@@ -699,6 +702,37 @@ mod tests {
             components(&long_name, &l),
             Err(LayerError::PathTooLong { .. })
         ));
+    }
+
+    #[test]
+    fn digest_and_diff_id_are_of_the_blob_and_its_tar_across_chunks_plain_and_gzip() {
+        // Files larger than a chunk of the hashing thread, and bytes past the tar's end.
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+        let mut builder = tar::Builder::new(Vec::new());
+        for name in ["a", "d/b"] {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            builder.append_data(&mut header, name, &data[..]).unwrap();
+        }
+        let mut tar = builder.into_inner().unwrap();
+        tar.extend_from_slice(&[0; 4096]);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&tar).unwrap();
+        let gz = gz.finish().unwrap();
+        for (blob, hashing) in [&tar, &gz]
+            .into_iter()
+            .flat_map(|b| [(b, Hashing::Thread), (b, Hashing::Inline)])
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let root = tree::open_root(dir.path()).unwrap();
+            let u = unpack(&blob[..], &root, Limits::default(), hashing).unwrap();
+            assert_eq!(u.digest, Digest::of(blob));
+            assert_eq!(u.diff_id, Digest::of(&tar));
+            assert_eq!(u.compressed_bytes, blob.len() as u64);
+            assert_eq!(u.tar_bytes, tar.len() as u64);
+            assert_eq!(std::fs::read(dir.path().join("d/b")).unwrap(), data);
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //!   docker-archive's `manifest.json`), platform selection;
 //! - [`layer`]: the rules that unpack one untrusted layer (paths, links, devices, bounds,
 //!   whiteouts), run only inside the unpacking sandbox of [`unpack`];
+//! - [`blob`]: a layer's blob read and hashed on a thread of its own, beside the unpacking;
 //! - [`unpack`]: that sandbox: a child in its own user namespace under Landlock limited to the
 //!   layer's directory;
 //! - [`store`]: the content-addressed layer store under the state root, image records, `gc`;
@@ -14,6 +15,7 @@
 //! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
 //! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
 
+mod blob;
 pub mod credentials;
 pub mod import;
 pub mod layer;

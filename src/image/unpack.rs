@@ -6,15 +6,17 @@
 //! directory's and its report pipe, and restricts itself with Landlock (every filesystem
 //! right handled, all of them granted beneath the destination directory only; all TCP, and
 //! abstract sockets and signals out of it, denied), before it reads one byte of the layer.
-//! It then runs [`super::layer::unpack`] and writes its result, as JSON, on the pipe. Where
-//! the kernel cannot give the user namespace or Landlock, nothing is unpacked.
+//! It then runs [`super::layer::unpack`] (whose hashing thread, in a clone of a single-threaded
+//! envcraft, is started after the restriction and is under it too) and writes its result, as
+//! JSON, on the pipe. Where the kernel cannot give the user namespace or Landlock, nothing is
+//! unpacked.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::layer::{LayerError, Limits, Unpacked};
+use super::layer::{Hashing, LayerError, Limits, Unpacked};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
@@ -66,6 +68,12 @@ pub fn unpack_confined(
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(io::Error::from)
         .map_err(start("make the report pipe"))?;
+    // A clone of a multi-threaded process must not make threads (see `super::blob`).
+    let hashing = if single_threaded() {
+        Hashing::Thread
+    } else {
+        Hashing::Inline
+    };
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let dest_path = dest.to_path_buf();
@@ -80,7 +88,7 @@ pub fn unpack_confined(
                     &dest_path,
                     &write_end,
                     (uid, gid),
-                    limits,
+                    (limits, hashing),
                 )
             }))
             .unwrap_or_else(|_| Report::Confine {
@@ -99,6 +107,11 @@ pub fn unpack_confined(
             parent(read_end, pid)
         }
     }
+}
+
+/// Whether this process runs one thread (counted in `/proc/self/task`; false when unknown).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
 fn parent(read_end: OwnedFd, pid: libc::pid_t) -> Result<Unpacked, UnpackError> {
@@ -125,7 +138,7 @@ fn child(
     dest_path: &Path,
     report: &OwnedFd,
     (uid, gid): (u32, u32),
-    limits: Limits,
+    (limits, hashing): (Limits, Hashing),
 ) -> Report {
     if let Err((op, e)) = confine(&layer, dest, dest_path, report, uid, gid) {
         return Report::Confine {
@@ -144,7 +157,7 @@ fn child(
         };
     }
     let input = layer.take(len.unwrap_or(u64::MAX));
-    match super::layer::unpack(input, dest, limits) {
+    match super::layer::unpack(input, dest, limits, hashing) {
         Ok(u) => Report::Done(u),
         Err(e) => Report::Refused(e),
     }
