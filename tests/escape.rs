@@ -2092,7 +2092,7 @@ fn host_environment_does_not_leak() {
         );
     }
     for expected in [
-        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "PATH=/usr/local/bin:/usr/bin:/bin:/.envcraft/bin",
         "HOME=/root",
         "TZ=UTC",
         "LANG=C.UTF-8",

@@ -116,6 +116,37 @@ fn plain_mode_passes_output_and_exit_code_through() {
 }
 
 #[test]
+fn python_runs_as_python3_where_the_system_has_only_python3() {
+    // Claw harnesses' containers have both; tasks and their scripts call either.
+    if !sandbox_ready() {
+        return;
+    }
+    let t = Template::new();
+    let ws = t.path().to_str().unwrap();
+    let host_has_python = Path::new("/usr/bin/python").exists();
+    for policy in ["default", "portable", "strict"] {
+        let (code, out, err) = envcraft_plain(&[
+            "exec",
+            "--workspace",
+            ws,
+            "--policy",
+            policy,
+            "--",
+            "sh",
+            "-c",
+            "python -c 'import sys; print(sys.version_info[0])'; command -v python",
+        ]);
+        assert_eq!(code, 0, "{policy}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.first(), Some(&"3"), "{policy}: {out} {err}");
+        if !host_has_python {
+            assert_eq!(lines.get(1), Some(&"/.envcraft/bin/python"), "{policy}: {out}");
+        }
+    }
+    t.assert_unchanged();
+}
+
+#[test]
 fn changes_list_added_modified_and_deleted_paths_from_the_upper_layer() {
     if !sandbox_ready() {
         return;

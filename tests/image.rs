@@ -336,7 +336,7 @@ fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_ho
             "/a/keep",
             "FROM_IMAGE=1",
             // The image's PATH first, then the policy's entries it lacks.
-            "PATH=/usr/bin:/bin:/usr/local/bin",
+            "PATH=/usr/bin:/bin:/usr/local/bin:/.envcraft/bin",
             "workspace",
             // The policy's hidden paths are masked in an image as on the host.
             "shadow=[]",
