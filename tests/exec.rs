@@ -140,7 +140,11 @@ fn python_runs_as_python3_where_the_system_has_only_python3() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.first(), Some(&"3"), "{policy}: {out} {err}");
         if !host_has_python {
-            assert_eq!(lines.get(1), Some(&"/.envcraft/bin/python"), "{policy}: {out}");
+            assert_eq!(
+                lines.get(1),
+                Some(&"/.envcraft/bin/python"),
+                "{policy}: {out}"
+            );
         }
     }
     t.assert_unchanged();
