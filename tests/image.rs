@@ -320,13 +320,7 @@ fn exec_over_an_image_sees_the_images_files_with_docker_whiteouts_and_not_the_ho
         .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
         .args(&["--image", "tools"])
         .run(&["/bin/dash", "-c", script]);
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{} {}",
-        out.stderr,
-        out.envcraft_stderr
-    );
+    image_fixture::assert_ran(&out);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
         lines,
@@ -530,20 +524,10 @@ fn an_images_root_only_files_are_the_sandbox_roots_when_envcraft_runs_as_root() 
         &["import", layout.to_str().unwrap(), "--name", "private"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let workspace = common::Template::new();
     let script = "cat /private/key; cat /etc/app.conf; \
         (echo x > /private/new) 2>/dev/null && echo wrote || echo read-only";
-    let out = common::Exec::new(workspace.path())
-        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
-        .args(&["--image", "private"])
-        .run(&["/bin/dash", "-c", script]);
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{} {}",
-        out.stderr,
-        out.envcraft_stderr
-    );
+    let out = image_fixture::exec_over(&state, "private", script);
+    image_fixture::assert_ran(&out);
     assert_eq!(
         out.stdout.lines().collect::<Vec<_>>(),
         ["only-root", "mode 0640", "read-only"],

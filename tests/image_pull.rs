@@ -419,14 +419,6 @@ fn layer_dirs(state: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-fn exec_on(state: &Path, image: &str, script: &str) -> common::ExecOutcome {
-    let workspace = common::Template::new();
-    common::Exec::new(workspace.path())
-        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
-        .args(&["--image", image])
-        .run(&["/bin/dash", "-c", script])
-}
-
 #[test]
 fn a_pushed_image_pulls_as_the_id_its_import_has_and_exec_over_it_sees_its_files() {
     if !ready() {
@@ -472,18 +464,12 @@ fn a_pushed_image_pulls_as_the_id_its_import_has_and_exec_over_it_sees_its_files
             record["manifest"].as_str().unwrap()
         )
     );
-    let out = exec_on(
+    let out = image_fixture::exec_over(
         &state,
         "tools",
         "cat /etc/os-release; for f in /data/*; do echo \"$f\"; done; test -e /usr/bin/python3 && echo host-usr; true",
     );
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{} {}",
-        out.stderr,
-        out.envcraft_stderr
-    );
+    image_fixture::assert_ran(&out);
     assert_eq!(
         out.stdout.lines().collect::<Vec<_>>(),
         ["ID=pulled", "/data/new"]
@@ -862,18 +848,12 @@ fn an_interrupted_blob_download_leaves_nothing_made_and_the_next_pull_resumes_it
             .unwrap(),
         noise
     );
-    let out = exec_on(
+    let out = image_fixture::exec_over(
         &state,
         "big",
         "test -s /big/noise && echo big; cat /etc/os-release",
     );
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{} {}",
-        out.stderr,
-        out.envcraft_stderr
-    );
+    image_fixture::assert_ran(&out);
     assert_eq!(
         out.stdout.lines().collect::<Vec<_>>(),
         ["big", "ID=resumed"]

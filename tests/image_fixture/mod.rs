@@ -371,3 +371,24 @@ pub fn host_tools_layer() -> Tar {
     }
     tar.symlink("lib", "usr/lib")
 }
+
+/// `envcraft exec --image IMAGE` (through `contained`) of `/bin/dash -c SCRIPT` over a new
+/// template, with `state` as the state root.
+pub fn exec_over(state: &Path, image: &str, script: &str) -> crate::common::ExecOutcome {
+    let workspace = crate::common::Template::new();
+    crate::common::Exec::new(workspace.path())
+        .env("ENVCRAFT_STATE_DIR", state.to_str().unwrap())
+        .args(&["--image", image])
+        .run(&["/bin/dash", "-c", script])
+}
+
+/// `out` exited 0, or the test fails showing both its and envcraft's stderr.
+pub fn assert_ran(out: &crate::common::ExecOutcome) {
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{} {}",
+        out.stderr,
+        out.envcraft_stderr
+    );
+}
