@@ -146,12 +146,11 @@ pub struct ExecResult {
 }
 
 enum Backend {
-    /// The init of the sandbox's namespaces, serving requests over the channel.
-    Namespaced {
-        init: Pid,
-        pidfd: OwnedFd,
-        channel: Channel,
-    },
+    /// The init of the sandbox's namespaces, serving requests over the channel. Its pidfd
+    /// is opened when one is watched for its exit ([`init_pidfd`]), not kept: the init is
+    /// this process's child, reaped only when the sandbox closes, so its pid names it until
+    /// then, and a server holding thousands of sandboxes keeps one descriptor less for each.
+    Namespaced { init: Pid, channel: Channel },
     /// No namespaces: envcraft clones each command itself over the copy.
     Host {
         parent_end: Channel,
@@ -664,12 +663,9 @@ impl Sandbox {
                 self.release_state();
             }
         }
-        if let Backend::Namespaced {
-            init,
-            pidfd,
-            channel,
-        } = &self.backend
-        {
+        if let Backend::Namespaced { init, channel } = &self.backend {
+            // The init is not reaped yet (below): its pid still names it.
+            let pidfd = init_pidfd(*init).ok();
             // The init kills and reaps everything else, leaves the cgroup and says so at once
             // (it may have said so already, after the last command: see `exec_last`); if it
             // cannot leave the cgroup, its exit is what empties it. Either is given a second,
@@ -678,14 +674,21 @@ impl Sandbox {
                 Report::Stopped { left_cgroup } => Some(*left_cgroup),
                 _ => None,
             });
-            let stopped = reported.or_else(|| wait_stopped(channel, pidfd, Duration::from_secs(1)));
+            let stopped = reported.or_else(|| {
+                pidfd
+                    .as_ref()
+                    .and_then(|p| wait_stopped(channel, p, Duration::from_secs(1)))
+            });
             let cgroup_empty = match stopped {
                 Some(left_cgroup) => left_cgroup || self.cgroup.is_none(),
                 None => false,
             };
             if !cgroup_empty {
-                let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-                if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+                let exited = pidfd.as_ref().is_some_and(|p| {
+                    let mut fds = [PollFd::new(p.as_fd(), PollFlags::POLLIN)];
+                    matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0)
+                });
+                if !exited {
                     let _ = kill(*init, Signal::SIGKILL);
                 }
             }
@@ -714,6 +717,12 @@ impl Sandbox {
         self.state = None; // removes the state directory
     }
 }
+/// A pidfd of the sandbox's `init`, which must not have been reaped (this process is its
+/// parent and reaps it only when the sandbox closes).
+pub(super) fn init_pidfd(init: Pid) -> Result<OwnedFd, SandboxError> {
+    sys::pidfd_open(init.as_raw()).map_err(os("open a pidfd"))
+}
+
 /// Whether closing a sandbox waits for its init's exit.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum InitExit {

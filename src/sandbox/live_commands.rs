@@ -93,11 +93,7 @@ impl Sandbox {
         // `exec_last`, the init ends the sandbox and exits on its own).
         let mut channel_open = true;
         let mut init_pidfd = match &self.backend {
-            Backend::Namespaced { pidfd, .. } => Some(
-                pidfd
-                    .try_clone()
-                    .map_err(os("duplicate the init's pidfd"))?,
-            ),
+            Backend::Namespaced { init, .. } => Some(super::init_pidfd(*init)?),
             Backend::Host { .. } => None,
         };
         let direct_pid = direct.as_ref().map(|(p, _)| *p);

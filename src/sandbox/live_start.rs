@@ -182,24 +182,19 @@ impl Sandbox {
                 parent_end
                     .send(&start, &fds)
                     .map_err(os("start the sandbox"))
-            })
-            .and_then(|()| sys::pidfd_open(init.as_raw()).map_err(os("open a pidfd")));
+            });
         drop(seed);
-        let pidfd = match started {
-            Ok(fd) => fd,
-            Err(e) => {
-                let _ = kill(init, Signal::SIGKILL);
-                let _ = waitpid(init, None);
-                return Err(e);
-            }
-        };
+        if let Err(e) = started {
+            let _ = kill(init, Signal::SIGKILL);
+            let _ = waitpid(init, None);
+            return Err(e);
+        }
         let mut sandbox = Sandbox {
             plan: plan.clone(),
             state: Some(state),
             _owner: Some(owner),
             backend: Backend::Namespaced {
                 init,
-                pidfd,
                 channel: parent_end,
             },
             cgroup: None,
