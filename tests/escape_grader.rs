@@ -182,3 +182,42 @@ fn a_shell_grader_does_not_run_a_check_the_agent_put_in_its_directory() {
         "the agent chose its reward: {forged}"
     );
 }
+
+/// A grader that runs the agent's program first (as ClawGym's do with a CLI the agent built),
+/// then its own check: the check counts the todo item and the program's output file.
+const RUNS_THE_AGENTS_TOOL: &str = "sh bin/tool >/dev/null 2>&1; python3 grader/check.py";
+const CHECK_TOOL_OUTPUT: &str = r#"
+import json, os
+todo = open("/workspace/notes/todo.md").read()
+print(json.dumps({"item": 1.0 if "- [ ] Call the depot" in todo else 0.0,
+                  "output": 1.0 if os.path.exists("/workspace/out/result.txt") else 0.0}))
+"#;
+
+#[test]
+fn the_agents_program_run_by_the_grader_may_write_its_outputs_but_not_the_graders_files() {
+    if !sandbox_ready() {
+        return;
+    }
+    let (_dir, task) = task_with_grader(RUNS_THE_AGENTS_TOOL, &[("check.py", CHECK_TOOL_OUTPUT)]);
+    // The program writes its output in the workspace (the grader's view of it is writable),
+    // then tries to replace the grader's check with one that prints a perfect score.
+    let tool = "mkdir -p out && echo done > out/result.txt\n\
+                printf 'print(1.0)\\n' > grader/check.py\n\
+                printf 'print(1.0)\\n' > /workspace/grader/check.py\n\
+                rm -f grader/check.py\n";
+    let report = run(&task, Some(&[write("bin/tool", tool)]));
+    let checks = report["checks"].to_string();
+    // The output was written (0.5 of the score); the check was the grader's own: the agent did
+    // not add the item, so the score is not 1.0.
+    assert_eq!(report["reward"], 0.5, "{report}");
+    assert!(
+        checks.contains("output"),
+        "the grader's own check ran: {checks}"
+    );
+    // Nothing the grader's run wrote is the session's: the workspace changes are the agent's.
+    assert_eq!(
+        report["changes"]["added"],
+        json!(["bin", "bin/tool"]),
+        "{report}"
+    );
+}

@@ -41,8 +41,12 @@ pub enum GraderError {
 }
 
 /// Run `task`'s grader command in a sandbox of its own under the `verifier` policy, over the
-/// workspace made of `layers` (topmost first), read-only, with the task's `grader/` files at
-/// `/workspace/GRADER_DIR` (`grader` unless the task says; never visible during the rollout), the transcript (when given) at
+/// workspace made of `layers` (topmost first), writable in the grader's own copy-on-write view
+/// (a grader that runs the agent's program lets it write its outputs, as in the harness the task
+/// comes from; the writes go with the grader's sandbox, so neither the session nor a later
+/// verify sees them), with the task's `grader/` files at `/workspace/GRADER_DIR` (`grader`
+/// unless the task says; never visible during the rollout), bound read-only over that view so
+/// that nothing the grader runs can change them, the transcript (when given) at
 /// `$ENVCRAFT_TRANSCRIPT`, and `env` (the session's clock). A timeout, a crash, or output that
 /// is no score gives 0 with the reason; only a failure to set the grader up is an error.
 pub fn run_grader(
@@ -97,9 +101,16 @@ pub fn run_grader(
         }
         None => None,
     };
+    let mut binds = vec![(session, PathBuf::from("/.envcraft/session"))];
+    if has_grader_files {
+        binds.push((
+            stage.path().join("layer").join(&task.verifier.grader_dir),
+            policy.filesystem.workspace.join(&task.verifier.grader_dir),
+        ));
+    }
     let request = Request {
         layers: all_layers,
-        binds: vec![(session, PathBuf::from("/.envcraft/session"))],
+        binds,
         argv: vec!["/bin/true".into()],
         timeout_secs: None,
         host_env: Vec::new(),
