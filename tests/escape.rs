@@ -2713,10 +2713,11 @@ fn dev_shm_fill_is_capped_by_the_memory_limit() {
 // Policies.
 
 #[test]
-fn verifier_policy_makes_the_workspace_read_only() {
+fn a_read_only_workspace_policy_makes_the_workspace_read_only() {
     if !sandbox_ready() {
         return;
     }
+    let (_policy_dir, policy) = common::read_only_policy();
     let tpl = Template::new();
     let script = r#"echo pwn > /workspace/README.txt && echo WROTE_EXISTING OK
 echo x > /workspace/new-file && echo WROTE_NEW OK
@@ -2724,7 +2725,7 @@ rm /workspace/run.sh && echo REMOVED OK
 mkdir /workspace/d && echo MKDIR OK
 cat /workspace/README.txt
 echo ATTACK_DONE"#;
-    let out = exec_json(tpl.path(), Some("verifier"), QUICK, &["sh", "-c", script]);
+    let out = exec_json(tpl.path(), Some(&policy), QUICK, &["sh", "-c", script]);
     out.assert_ran()
         .assert_saw("ATTACK_DONE")
         .assert_saw(tpl.token());

@@ -329,14 +329,15 @@ fn a_long_command_line_reaches_the_command_whole() {
 }
 
 #[test]
-fn verifier_policy_keeps_the_workspace_read_only() {
+fn a_read_only_workspace_policy_keeps_the_workspace_read_only() {
     if !sandbox_ready() {
         return;
     }
+    let (_policy_dir, policy) = common::read_only_policy();
     let t = Template::new();
     let r = exec_json(
         t.path(),
-        Some("verifier"),
+        Some(&policy),
         &[],
         &[
             "sh",

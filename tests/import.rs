@@ -540,8 +540,9 @@ fn hand_written_trajectories_reach_the_score_their_own_harness_gives() {
     }
 }
 
-/// A grader that tries the network, the host's files and its own read-only workspace; each
-/// sub-score is 1 when the attempt was stopped.
+/// A grader that tries the network and the host's files (each sub-score is 1 when the attempt
+/// was stopped) and writes in its own view of the workspace (1 when that works: the view is the
+/// grader's, writable, and thrown away; the test checks that nothing of it reaches the host).
 const HOSTILE_GRADE: &str = r#"def grade(transcript, workspace_path):
     import os, socket
     scores = {}
@@ -552,8 +553,6 @@ const HOSTILE_GRADE: &str = r#"def grade(transcript, workspace_path):
         except OSError:
             scores["no_" + name] = 1.0
     for name, path in [("etc", "/etc/envcraft-import-MARK"),
-                       ("workspace", os.path.join(workspace_path, "litter-MARK")),
-                       ("alias", "/root/.openclaw/workspace/litter-MARK"),
                        ("host_dir", "HOSTDIR/escaped-MARK")]:
         try:
             with open(path, "w") as f:
@@ -561,6 +560,14 @@ const HOSTILE_GRADE: &str = r#"def grade(transcript, workspace_path):
             scores["no_write_" + name] = 0.0
         except OSError:
             scores["no_write_" + name] = 1.0
+    for name, path in [("workspace", os.path.join(workspace_path, "litter-MARK")),
+                       ("alias", "/root/.openclaw/workspace/litter-MARK-2")]:
+        try:
+            with open(path, "w") as f:
+                f.write("x")
+            scores["own_view_" + name] = 1.0
+        except OSError:
+            scores["own_view_" + name] = 0.0
     return scores"#;
 
 #[test]

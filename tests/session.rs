@@ -695,6 +695,7 @@ todo = open("/workspace/notes/todo.md").read()
 entries = [json.loads(l) for l in open(os.environ["ENVCRAFT_TRANSCRIPT"])]
 calls = [e for e in entries if e.get("type") == "message"]
 names = [c["message"]["content"][0].get("name") for c in calls if c["message"]["role"] == "assistant"]
+leaked = os.path.exists("/workspace/litter.txt")
 try:
     open("/workspace/litter.txt", "w").write("x")
     wrote = 1
@@ -704,12 +705,12 @@ print(json.dumps({
     "item": 1.0 if "- [ ] Call the depot" in todo else 0.0,
     "used_edit": 1.0 if "edit" in names else 0.0,
     "monday": 1.0 if datetime.datetime.now().strftime("%A") == "Monday" else 0.0,
-    "read_only": 1.0 - wrote,
+    "throwaway_view": 1.0 if wrote and not leaked else 0.0,
 }))
 "#;
 
 #[test]
-fn a_grader_command_scores_the_workspace_in_a_read_only_sandbox_of_its_own() {
+fn a_grader_command_scores_the_workspace_in_a_throwaway_view_of_its_own() {
     if !sandbox_ready() {
         return;
     }
@@ -726,7 +727,7 @@ fn a_grader_command_scores_the_workspace_in_a_read_only_sandbox_of_its_own() {
     let check = &report["checks"][0];
     assert_eq!(check["kind"], "command");
     assert!(
-        check["diff"].as_str().unwrap().contains("read_only"),
+        check["diff"].as_str().unwrap().contains("throwaway_view"),
         "{check}"
     );
     // Nothing done: the item is missing and no edit was made; the rest still holds.

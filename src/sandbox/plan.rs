@@ -907,8 +907,9 @@ mod tests {
     }
 
     #[test]
-    fn verifier_policy_makes_the_workspace_read_only_everywhere() {
-        let policy = Policy::bundled("verifier").unwrap();
+    fn a_read_only_workspace_policy_makes_the_workspace_read_only_everywhere() {
+        let mut policy = Policy::bundled("verifier").unwrap();
+        policy.filesystem.workspace_writable = false;
         let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
         assert!(plan.mounts.contains(&MountStep::Workspace {
             path: "/workspace".into(),

@@ -1224,3 +1224,19 @@ pub fn default_policy_runs() -> bool {
     }
     works
 }
+
+/// A policy file (in a temporary directory, kept as long as the handle) like the bundled
+/// `verifier` but with a read-only workspace: what the read-only tests run under, now that the
+/// verifier gives graders a writable view of their own.
+pub fn read_only_policy() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/verifier.toml"))
+            .unwrap()
+            .replace("workspace_writable = true", "workspace_writable = false");
+    assert!(text.contains("workspace_writable = false"));
+    let path = dir.path().join("read-only.toml");
+    fs::write(&path, text).unwrap();
+    let shown = path.to_str().unwrap().to_string();
+    (dir, shown)
+}
