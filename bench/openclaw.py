@@ -32,7 +32,6 @@ sandbox's own cost is the difference of the turn medians. Needs `make openclaw`.
 import argparse
 import json
 import os
-import pwd
 import secrets
 import shutil
 import statistics
@@ -178,8 +177,7 @@ class OpenClawPodman(Podman):
             tmp = Path(tmp)
             (tmp / "openclaw.json").write_text(json.dumps(openclaw_config(model, WORKSPACE_INSIDE)))
             if self.user:
-                entry = pwd.getpwnam(self.user)
-                os.chown(tmp, entry.pw_uid, entry.pw_gid)
+                self.give(tmp)
             else:
                 os.chmod(tmp, 0o755)
             argv = self.run_argv(files, tmp)

@@ -552,22 +552,17 @@ const HOSTILE_GRADE: &str = r#"def grade(transcript, workspace_path):
             scores["no_" + name] = 0.0
         except OSError:
             scores["no_" + name] = 1.0
-    for name, path in [("etc", "/etc/envcraft-import-MARK"),
-                       ("host_dir", "HOSTDIR/escaped-MARK")]:
+    for name, path, allowed in [("no_write_etc", "/etc/envcraft-import-MARK", False),
+                                 ("no_write_host_dir", "HOSTDIR/escaped-MARK", False),
+                                 ("own_view_workspace", os.path.join(workspace_path, "litter-MARK"), True),
+                                 ("own_view_alias", "/root/.openclaw/workspace/litter-MARK-2", True)]:
         try:
             with open(path, "w") as f:
                 f.write("x")
-            scores["no_write_" + name] = 0.0
+            wrote = True
         except OSError:
-            scores["no_write_" + name] = 1.0
-    for name, path in [("workspace", os.path.join(workspace_path, "litter-MARK")),
-                       ("alias", "/root/.openclaw/workspace/litter-MARK-2")]:
-        try:
-            with open(path, "w") as f:
-                f.write("x")
-            scores["own_view_" + name] = 1.0
-        except OSError:
-            scores["own_view_" + name] = 0.0
+            wrote = False
+        scores[name] = 1.0 if wrote == allowed else 0.0
     return scores"#;
 
 #[test]

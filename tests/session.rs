@@ -68,16 +68,6 @@ fn run(task: &str, calls: &[Value], extra: &[&str]) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-fn results(report: &Value) -> Vec<Value> {
-    report["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a.get("result").is_some())
-        .map(|a| a["result"].clone())
-        .collect()
-}
-
 fn files() -> Snapshot {
     Snapshot::of(&root().join("workspaces/example/files"))
 }
@@ -136,7 +126,7 @@ fn the_same_trajectory_twice_gives_the_same_files_and_transcript() {
         &["--keep", kb.to_str().unwrap()],
     );
     assert_eq!(ra["changes"], rb["changes"]);
-    assert_eq!(results(&ra), results(&rb));
+    assert_eq!(common::action_results(&ra), common::action_results(&rb));
     assert_eq!(
         fs::read_to_string(ka.join("transcript.jsonl")).unwrap(),
         fs::read_to_string(kb.join("transcript.jsonl")).unwrap()
@@ -159,7 +149,7 @@ fn the_session_clock_is_base_time_plus_action_index_times_step() {
         json!({"tool": "write", "args": {"path": "t.txt", "content": "x"}}),
         json!({"tool": "exec", "args": {"command": "stat -c %Y t.txt; echo $ENVCRAFT_NOW $SOURCE_DATE_EPOCH"}}),
     ];
-    let r = results(&run("example/extract-todos", &calls, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
     assert_eq!(r[0]["stdout"], "Monday 09:00\n", "{r:?}");
     assert_eq!(r[1]["stdout"], "Monday 09:01\n", "{r:?}");
     // 09:02 for the write, 09:03 for the stat.
@@ -172,7 +162,10 @@ fn the_session_clock_is_base_time_plus_action_index_times_step() {
         &calls[..1],
         &["--base-time", "2030-01-01T00:00:00Z"],
     );
-    assert_eq!(results(&moved)[0]["stdout"], "Tuesday 00:00\n");
+    assert_eq!(
+        common::action_results(&moved)[0]["stdout"],
+        "Tuesday 00:00\n"
+    );
 }
 
 #[test]
@@ -202,7 +195,7 @@ fn paths_that_leave_the_workspace_are_refused_by_every_tool() {
     }
     calls.push(json!({"tool": "apply_patch", "args": {"patch": "--- a/out/passwd\n+++ b/out/passwd\n@@ -1 +1 @@\n-root\n+toor\n"}}));
     let report = run("example/extract-todos", &calls, &[]);
-    for (call, result) in calls.iter().zip(results(&report)) {
+    for (call, result) in calls.iter().zip(common::action_results(&report)) {
         if call["tool"] == "exec" {
             continue;
         }
@@ -281,7 +274,7 @@ fn skills_run_in_the_sandbox_and_check_their_arguments() {
         json!({"tool": "skill", "args": {"name": "no-such-skill", "args": {}}}),
         json!({"tool": "skill", "args": {"name": "word-count", "args": {"path": "missing.txt"}}}),
     ];
-    let r = results(&run("example/extract-todos", &calls, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
     assert_eq!(r[0]["ok"], true, "{r:?}");
     assert!(r[0]["output"]["words"].as_u64().unwrap() > 10);
     assert_eq!(r[1]["error"]["category"], "invalid_argument", "{r:?}");
@@ -306,7 +299,7 @@ fn every_command_of_a_session_runs_without_capabilities_under_seccomp() {
         json!({"tool": "exec", "args": {"command": "sleep 0.1", "background": true}}),
         json!({"tool": "exec", "args": {"command": format!("{status}; unshare -U true || echo refused")}}),
     ];
-    let r = results(&run("example/extract-todos", &calls, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
     assert_eq!(r[0]["stdout"], RESTRICTED_STATUS, "{r:?}");
     let last = r[2]["stdout"].as_str().unwrap();
     assert!(last.starts_with(RESTRICTED_STATUS), "{r:?}");
@@ -324,7 +317,7 @@ fn background_commands_are_listed_polled_and_killed() {
         json!({"tool": "exec", "args": {"command": "sleep 0.6"}}),
         json!({"tool": "process", "args": {"action": "list"}}),
     ];
-    let r = results(&run("example/extract-todos", &calls, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
     let first = r[0]["id"].as_u64().unwrap();
     let second = r[1]["id"].as_u64().unwrap();
     let list = r[3]["sessions"].as_array().unwrap();
@@ -340,7 +333,7 @@ fn background_commands_are_listed_polled_and_killed() {
         json!({"tool": "process", "args": {"action": "log", "id": second}}),
         json!({"tool": "process", "args": {"action": "poll", "id": 999}}),
     ];
-    let r = results(&run("example/extract-todos", &calls2, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls2, &[]));
     assert_eq!(r[3]["stdout"], "tick 1\ntick 2\ntick 3\ndone\n", "{r:?}");
     assert_eq!(r[3]["running"], false);
     assert_eq!(r[3]["exit_code"], 0);
@@ -361,7 +354,7 @@ fn unknown_tools_and_bad_arguments_get_structured_errors() {
         json!({"tool": "exec", "args": {}}),
         json!({"tool": "exec", "args": {"command": "sleep 30", "timeout": 1}}),
     ];
-    let r = results(&run("example/extract-todos", &calls, &[]));
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
     assert_eq!(r[0]["error"]["category"], "invalid_argument");
     assert_eq!(r[1]["error"]["category"], "missing_field");
     assert!(r[1]["error"]["message"].as_str().unwrap().contains("path"));

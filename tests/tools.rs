@@ -55,17 +55,7 @@ fn run_keeping(calls: &[Value], keep: Option<&Path>) -> Value {
 }
 
 fn run(calls: &[Value]) -> Vec<Value> {
-    results(&run_keeping(calls, None))
-}
-
-fn results(report: &Value) -> Vec<Value> {
-    report["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a.get("result").is_some())
-        .map(|a| a["result"].clone())
-        .collect()
+    common::action_results(&run_keeping(calls, None))
 }
 
 fn exec(args: Value) -> Value {

@@ -166,7 +166,7 @@ pub struct Sandbox {
     plan: Plan,
     state: Option<tempfile::TempDir>,
     /// Keeps the state directory marked as alive (see `stale`).
-    _owner: Option<super::stale::OwnerMark>,
+    owner_mark: Option<super::stale::OwnerMark>,
     backend: Backend,
     cgroup: Option<RunCgroup>,
     kind: WorkspaceKind,
@@ -299,7 +299,7 @@ impl Sandbox {
         Ok(Sandbox {
             plan,
             state: Some(state),
-            _owner: Some(owner),
+            owner_mark: Some(owner),
             backend: Backend::Host {
                 parent_end,
                 child_end,
@@ -403,7 +403,7 @@ impl Sandbox {
     /// The state directory whose owner mark this sandbox holds (see `stale`): another
     /// directory of the same life may share the mark ([`super::stale::share_owner`]).
     pub fn owner_dir(&self) -> Option<&Path> {
-        self._owner
+        self.owner_mark
             .as_ref()
             .and(self.state.as_ref())
             .map(|s| s.path())

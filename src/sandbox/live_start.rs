@@ -192,7 +192,7 @@ impl Sandbox {
         let mut sandbox = Sandbox {
             plan: plan.clone(),
             state: Some(state),
-            _owner: Some(owner),
+            owner_mark: Some(owner),
             backend: Backend::Namespaced {
                 init,
                 channel: parent_end,

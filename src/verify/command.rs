@@ -68,10 +68,10 @@ pub fn run_grader(
     }
     let grader_files = task.dir.join("grader");
     let has_grader_files = grader_files.is_dir();
+    let staged_grader = top.join(&task.verifier.grader_dir);
     if has_grader_files {
-        let at = top.join(&task.verifier.grader_dir);
-        crate::workspace::copy_tree(&grader_files, &at)?;
-        seal(&at)?;
+        crate::workspace::copy_tree(&grader_files, &staged_grader)?;
+        seal(&staged_grader)?;
     }
     let mut env = env;
     env.extend(interpreter_env(
@@ -104,7 +104,7 @@ pub fn run_grader(
     let mut binds = vec![(session, PathBuf::from("/.envcraft/session"))];
     if has_grader_files {
         binds.push((
-            stage.path().join("layer").join(&task.verifier.grader_dir),
+            staged_grader,
             policy.filesystem.workspace.join(&task.verifier.grader_dir),
         ));
     }

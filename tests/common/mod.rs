@@ -1240,3 +1240,15 @@ pub fn read_only_policy() -> (tempfile::TempDir, String) {
     let shown = path.to_str().unwrap().to_string();
     (dir, shown)
 }
+
+/// The results of the tool calls in a `run --json` report, in order (its `next_turn` entries
+/// left out).
+pub fn action_results(report: &Value) -> Vec<Value> {
+    report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a.get("result").is_some())
+        .map(|a| a["result"].clone())
+        .collect()
+}
