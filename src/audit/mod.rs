@@ -180,10 +180,10 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
     checks.push(check(
         "reference",
         match &verdict {
-            Ok(v) if v.reward == 1.0 => Ok("reward 1.0".into()),
+            Ok(v) if v.reward == Some(1.0) => Ok("reward 1.0".into()),
             Ok(v) => Err(format!(
                 "reward {}; failed: {}",
-                v.reward,
+                v.reward_text(),
                 v.failed()
                     .map(|c| c.name.clone())
                     .collect::<Vec<_>>()
@@ -204,10 +204,13 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
     checks.push(check(
         "no_false_positive",
         match untouched {
-            Ok(v) if !v.passed => Ok(format!("the untouched workspace scores {}", v.reward)),
+            Ok(v) if !v.passed => Ok(format!(
+                "the untouched workspace scores {}",
+                v.reward_text()
+            )),
             Ok(v) => Err(format!(
                 "the untouched workspace passes (reward {})",
-                v.reward
+                v.reward_text()
             )),
             Err(e) => Err(e),
         },

@@ -100,6 +100,7 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         origin: serde_json::Value::Null,
         policy: None,
         binds: Vec::new(),
+        judge: None,
     };
     let mut audits = Vec::new();
     if args.jobs <= 1 || tasks.len() <= 1 {

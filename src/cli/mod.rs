@@ -9,6 +9,7 @@ mod exec;
 mod exec_line;
 mod image;
 mod import;
+mod judge_args;
 mod manifest;
 mod mcp;
 mod record;

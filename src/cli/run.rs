@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::agent_args::ModelArgs;
+use super::judge_args::JudgeArgs;
 use super::task_args::{SessionArgs, TaskArgs};
 use crate::agent::{AgentError, Install, ModelUrl, OpenClaw};
 use crate::cli::error::Error;
@@ -33,6 +34,17 @@ pub struct RunArgs {
     pub session: SessionArgs,
     #[command(flatten)]
     pub agent: AgentArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+impl RunArgs {
+    /// The session's options: the state root's, the judge's.
+    fn session_options(&self) -> Result<crate::session::SessionOptions, Error> {
+        let mut options = self.session.options(&self.task)?;
+        options.judge = self.judge.endpoint(&options.state_root)?;
+        Ok(options)
+    }
 }
 
 /// The agent that runs the task's prompt, instead of a replayed trajectory.
@@ -63,7 +75,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         (None, None) => return Err(Error::NoTrajectory(task.dir.clone())),
     };
     let steps = trajectory::load(&actions_path)?;
-    let options = args.session.options(&args.task)?;
+    let options = args.session_options()?;
     let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
     let create_us = creating.elapsed().as_micros() as u64;
@@ -115,7 +127,7 @@ fn run_agent(args: RunArgs) -> Result<i32, Error> {
         args.agent.model.turn_timeout,
     )?;
     let task = args.task.load()?;
-    let options = agent.session_options(&task, args.session.options(&args.task)?)?;
+    let options = agent.session_options(&task, args.session_options()?)?;
     let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
     let create_us = creating.elapsed().as_micros() as u64;
@@ -172,7 +184,7 @@ fn finish(
     let verified = session.verify();
     let verify_us = verify_started.elapsed().as_micros() as u64;
     let verdict = match verified {
-        Ok(v) => json!({"reward": v.reward, "passed": v.passed, "checks": v.checks}),
+        Ok(v) => serde_json::to_value(&v).unwrap_or(Value::Null),
         Err(e) => {
             json!({"reward": null, "passed": null, "checks": [], "verifier_error": crate::error::chain(&e)})
         }
@@ -191,6 +203,8 @@ fn finish(
         "passed": verdict["passed"],
         "checks": verdict["checks"],
         "verifier_error": verdict.get("verifier_error"),
+        "not_run": verdict.get("not_run"),
+        "partial_reward": verdict.get("partial_reward"),
         "failed_calls": failed,
         "transcript_truncated": transcript_truncated,
         "changes": changes,
@@ -215,9 +229,17 @@ fn finish(
         text.push(b'\n');
         out.write_all(&text).map_err(Error::Output)?;
     } else {
-        let reward = match report["reward"].as_f64() {
-            Some(r) => format!("reward {r:.3}"),
-            None => "no reward".to_string(),
+        let reward = match (report["reward"].as_f64(), report["not_run"].as_array()) {
+            (Some(r), _) => format!("reward {r:.3}"),
+            (None, Some(parts)) => format!(
+                "not scored ({} not run: see its check)",
+                parts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, None) => "no reward".to_string(),
         };
         writeln!(
             out,

@@ -17,6 +17,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: String,
     #[command(flatten)]
+    pub judge: super::judge_args::JudgeArgs,
+    #[command(flatten)]
     pub workspaces: WorkspacesDir,
     #[command(flatten)]
     pub skills: SkillsDir,
@@ -124,6 +126,11 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         origin: serde_json::Value::Null,
         policy: None,
         binds: Vec::new(),
+        judge: None,
+    };
+    let options = SessionOptions {
+        judge: args.judge.endpoint(&options.state_root)?,
+        ..options
     };
     server::run(config, options)?;
     Ok(0)

@@ -13,6 +13,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::agent_args::ModelArgs;
+use super::judge_args::JudgeArgs;
 use super::task_args::SkillsDir;
 use crate::cli::error::Error;
 use crate::import;
@@ -41,6 +42,8 @@ pub struct SuiteArgs {
     pub report: Option<PathBuf>,
     #[command(flatten)]
     pub skills: SkillsDir,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
 }
 
 /// One task's run, as the suite keeps it.
@@ -49,6 +52,8 @@ struct TaskRun {
     env: String,
     reward: Option<f64>,
     passed: bool,
+    /// The verifier's parts that did not run (a judge without an endpoint): no score then.
+    not_run: Vec<String>,
     failed_checks: Vec<String>,
     error: Option<String>,
     duration_ms: u64,
@@ -74,6 +79,7 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
         }
         _ => {}
     }
+    cmd.args(args.judge.to_args());
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
 }
 
@@ -95,6 +101,7 @@ fn collect(child: Child, task: &Path) -> TaskRun {
         env: fallback_env.clone(),
         reward: None,
         passed: false,
+        not_run: Vec::new(),
         failed_checks: Vec::new(),
         error: Some(error),
         duration_ms: 0,
@@ -139,6 +146,13 @@ fn collect(child: Child, task: &Path) -> TaskRun {
         task: task_name,
         reward: report["reward"].as_f64(),
         passed: report["passed"].as_bool().unwrap_or(false),
+        not_run: report["not_run"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
         failed_checks: report["checks"]
             .as_array()
             .into_iter()
@@ -162,14 +176,27 @@ fn collect(child: Child, task: &Path) -> TaskRun {
     }
 }
 
-/// Per environment: (tasks, passed, reward sum, time sum in ms).
-fn per_env(runs: &[TaskRun]) -> BTreeMap<String, (usize, usize, f64, u64)> {
-    let mut envs: BTreeMap<String, (usize, usize, f64, u64)> = BTreeMap::new();
+impl TaskRun {
+    /// Whether the task has a score: a run that failed scores 0; a task whose verifier had a
+    /// part that did not run has none, and is left out of the means.
+    fn scored(&self) -> bool {
+        self.not_run.is_empty()
+    }
+}
+
+/// Per environment: (tasks, passed, reward sum, time sum in ms, tasks scored).
+type EnvTotals = (usize, usize, f64, u64, usize);
+
+fn per_env(runs: &[TaskRun]) -> BTreeMap<String, EnvTotals> {
+    let mut envs: BTreeMap<String, EnvTotals> = BTreeMap::new();
     for r in runs {
         let e = envs.entry(r.env.clone()).or_default();
         e.0 += 1;
         e.1 += usize::from(r.passed);
-        e.2 += r.reward.unwrap_or(0.0);
+        if r.scored() {
+            e.2 += r.reward.unwrap_or(0.0);
+            e.4 += 1;
+        }
         e.3 += r.duration_ms;
     }
     envs
@@ -179,11 +206,11 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
     let mut out = String::new();
     let envs = per_env(runs);
     let w = envs.keys().map(String::len).max().unwrap_or(0).max(24);
-    let row = |name: &str, (tasks, passed, reward, ms): (usize, usize, f64, u64)| {
-        let mean = if tasks == 0 {
+    let row = |name: &str, (tasks, passed, reward, ms, scored): EnvTotals| {
+        let mean = if scored == 0 {
             0.0
         } else {
-            reward / tasks as f64
+            reward / scored as f64
         };
         if markdown {
             format!(
@@ -205,10 +232,16 @@ fn table(runs: &[TaskRun], markdown: bool) -> String {
             "environment", "tasks", "passed", "mean reward", "time (s)"
         ));
     }
-    let mut total = (0, 0, 0.0, 0);
+    let mut total = (0, 0, 0.0, 0, 0);
     for (env, t) in &envs {
         out.push_str(&row(env, *t));
-        total = (total.0 + t.0, total.1 + t.1, total.2 + t.2, total.3 + t.3);
+        total = (
+            total.0 + t.0,
+            total.1 + t.1,
+            total.2 + t.2,
+            total.3 + t.3,
+            total.4 + t.4,
+        );
     }
     out.push_str(&row("total", total));
     out
@@ -261,6 +294,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         let done = runs.len() + 1;
         let status = match r.reward {
             Some(x) => format!("reward {x:.3}"),
+            None if !r.scored() => format!("not scored: {} not run", r.not_run.join(", ")),
             None => "no reward".into(),
         };
         if !args.json {
@@ -293,10 +327,13 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
             runs.iter().map(f).sum::<f64>() / runs.len() as f64
         }
     };
+    let scored: Vec<&TaskRun> = runs.iter().filter(|r| r.scored()).collect();
     let totals = json!({
         "tasks": runs.len(),
         "passed": runs.iter().filter(|r| r.passed).count(),
-        "mean_reward": mean(|r| r.reward.unwrap_or(0.0)),
+        "not_scored": runs.len() - scored.len(),
+        "mean_reward": scored.iter().map(|r| r.reward.unwrap_or(0.0)).sum::<f64>()
+            / scored.len().max(1) as f64,
         "wall_s": started.elapsed().as_secs_f64(),
         "tasks_per_s": runs.len() as f64 / started.elapsed().as_secs_f64().max(1e-9),
         "mean_create_ms": mean(|r| r.create_ms),
@@ -333,6 +370,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
             .map(|r| {
                 json!({
                     "task": r.task, "env": r.env, "reward": r.reward, "passed": r.passed,
+                    "not_run": r.not_run,
                     "failed_checks": r.failed_checks, "error": r.error, "duration_ms": r.duration_ms,
                     "create_ms": r.create_ms, "calls_ms": r.calls_ms, "verify_ms": r.verify_ms,
                     "cleanup_ms": r.cleanup_ms,
@@ -341,9 +379,9 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
             .collect();
         let envs: Vec<Value> = per_env(&runs)
             .into_iter()
-            .map(|(env, (tasks, passed, reward, ms))| {
-                json!({"env": env, "tasks": tasks, "passed": passed,
-                       "mean_reward": reward / tasks.max(1) as f64, "time_ms": ms})
+            .map(|(env, (tasks, passed, reward, ms, scored))| {
+                json!({"env": env, "tasks": tasks, "passed": passed, "not_scored": tasks - scored,
+                       "mean_reward": reward / scored.max(1) as f64, "time_ms": ms})
             })
             .collect();
         let report = json!({"agent": args.agent, "tasks": tasks_json, "environments": envs, "totals": totals});

@@ -124,6 +124,7 @@ impl SessionArgs {
             origin: serde_json::Value::Null,
             policy: None,
             binds: Vec::new(),
+            judge: None,
         })
     }
 }

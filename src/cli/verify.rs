@@ -1,17 +1,17 @@
-//! `envcraft verify TASK --workspace DIR [--json]`: score a final workspace (a directory)
-//! against a task, with the task's own verifier.
+//! `envcraft verify TASK --workspace DIR [--transcript FILE] [--json]`: score a final
+//! workspace (a directory) against a task, with the task's own verifier (its judge, when it
+//! has one, reads the run's transcript).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
 
+use super::judge_args::JudgeArgs;
 use super::task_args::StateDir;
 use super::task_args::TaskArgs;
 use crate::cli::error::Error;
 use crate::session::clock::Clock;
-use crate::spec::task::VerifierKind;
 use crate::verify::{self, Expected, Manifest};
 
 #[derive(Debug, Args)]
@@ -21,11 +21,16 @@ pub struct VerifyArgs {
     /// The final workspace to score.
     #[arg(long, value_name = "DIR")]
     pub workspace: PathBuf,
-    /// Print the verdict as JSON (reward, passed, checks).
+    /// The run's transcript (OpenClaw JSONL, as `run --keep` writes it), for a judge.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// Print the verdict as JSON (reward, passed, checks, and what did not run).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub state_dir: StateDir,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
 }
 
 pub fn run(args: VerifyArgs) -> Result<i32, Error> {
@@ -37,9 +42,11 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
         }
     })?;
     let verifier = task.verifier.clone();
-    let manifest = match verifier.kind {
-        VerifierKind::Command => None,
-        _ => {
+    let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
+    let endpoint = args.judge.endpoint(&state_root)?;
+    let manifest = match verifier.has_manifest() {
+        false => None,
+        true => {
             let path = task.dir.join("expected.json");
             if !path.exists() {
                 return Err(crate::session::SessionError::NoExpected {
@@ -62,10 +69,9 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
             ))
         }
     };
-    let grader = match verifier.kind {
-        VerifierKind::Manifest => None,
-        _ => {
-            let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
+    let grader = match verifier.command {
+        None => None,
+        Some(_) => {
             let clock = Clock {
                 base_unix: task.effective_base_time().unix_seconds(),
                 step_secs: task.env.time_step_secs,
@@ -79,20 +85,33 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
             )?)
         }
     };
-    let verdict = verify::combine(&verifier, manifest, grader);
+    let judge = verifier.judge.as_ref().map(|spec| {
+        let run = verify::judge::Run {
+            task: &task,
+            transcript: args.transcript.as_deref(),
+            workspace: Some(&workspace),
+        };
+        verify::judge::judge(endpoint.as_deref(), spec, &run)
+    });
+    let verdict = verify::combine(
+        &verifier,
+        verify::Parts {
+            manifest,
+            grader,
+            judge,
+        },
+    );
     let mut out = std::io::stdout().lock();
     if args.json {
-        let report =
-            json!({"reward": verdict.reward, "passed": verdict.passed, "checks": verdict.checks});
-        serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
+        serde_json::to_writer(&mut out, &verdict).map_err(|e| Error::Output(e.into()))?;
         writeln!(out).map_err(Error::Output)?;
     } else {
         writeln!(
             out,
-            "{}/{}: reward {:.3} ({})",
+            "{}/{}: reward {} ({})",
             task.env.name,
             task.id,
-            verdict.reward,
+            verdict.reward_text(),
             if verdict.passed {
                 "passed"
             } else {

@@ -280,7 +280,11 @@ pub const VERIFY_TOOL: &str = "verify";
 fn verify_tool(session: &mut Session) -> Value {
     let _clone = crate::sandbox::maker::clone_lock();
     match session.verify() {
-        Ok(v) => json!({"ok": true, "reward": v.reward, "passed": v.passed, "checks": v.checks}),
+        Ok(v) => {
+            let mut result = serde_json::to_value(&v).unwrap_or(Value::Null);
+            result["ok"] = Value::Bool(true);
+            result
+        }
         Err(e) => {
             tracing::error!(error = %crate::error::chain(&e), "verify called by the agent failed");
             json!({"ok": false, "error": {"category": "internal", "message": "the workspace could not be verified"}})

@@ -296,7 +296,8 @@ pub async fn fork(state: &Arc<AppState>, id: &str) -> Result<String, ApiError> {
     .await?
 }
 
-/// Score session `id`'s workspace: `{"reward", "passed", "checks"}`.
+/// Score session `id`'s workspace: `{"reward", "passed", "checks"}`, with `not_run` and
+/// `partial_reward` when a part of the verifier did not run (`reward` is then null).
 pub async fn verify(state: &AppState, id: &str) -> Result<Value, ApiError> {
     let started = Instant::now();
     let verdict = with_session(state, id, |session| {
@@ -307,11 +308,7 @@ pub async fn verify(state: &AppState, id: &str) -> Result<Value, ApiError> {
     })
     .await??;
     state.metrics.verified(started.elapsed());
-    Ok(json!({
-        "reward": verdict.reward,
-        "passed": verdict.passed,
-        "checks": verdict.checks,
-    }))
+    Ok(serde_json::to_value(&verdict).unwrap_or(Value::Null))
 }
 
 /// Close session `id` (processes, mounts, directory); `session_not_found` if it is not open.

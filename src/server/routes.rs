@@ -170,7 +170,7 @@ pub const ROUTES: &[Route] = &[
         method: Method::Post,
         path: "/v1/sessions/{id}/verify",
         handler: || on(Method::Post, handlers::verify),
-        operation: r##"{"summary": "Score the workspace", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "The verdict", "content": {"application/json": {"schema": {"type": "object", "properties": {"reward": {"type": "number"}, "passed": {"type": "boolean"}, "checks": {"type": "array", "items": {"type": "object"}}}}}}}, "404": {"$ref": "#/components/responses/Error"}, "500": {"$ref": "#/components/responses/Error"}}}"##,
+        operation: r##"{"summary": "Score the workspace", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "The verdict", "content": {"application/json": {"schema": {"type": "object", "properties": {"reward": {"type": "number", "nullable": true, "description": "null when a part of the verifier did not run (see not_run)"}, "passed": {"type": "boolean"}, "checks": {"type": "array", "items": {"type": "object"}}, "not_run": {"type": "array", "items": {"type": "string"}, "description": "the verifier's parts that did not run (judge: no endpoint, or it gave no score); each has a check saying why"}, "partial_reward": {"type": "number", "description": "with parts not run: the weighted score of those that ran"}}}}}}, "404": {"$ref": "#/components/responses/Error"}, "500": {"$ref": "#/components/responses/Error"}}}"##,
     },
     Route {
         method: Method::Get,

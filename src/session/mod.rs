@@ -19,6 +19,7 @@ pub mod resume;
 pub mod store;
 pub mod trajectory;
 pub mod transcript;
+mod verifying;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -33,12 +34,10 @@ use crate::sandbox::{self, Enforced, Sandbox, SandboxError};
 use crate::spec::policy::{Policy, PolicyError};
 use crate::spec::skill::{SkillError, SkillSpec};
 use crate::spec::task::TaskSpec;
-use crate::spec::task::VerifierKind;
 use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
 use crate::tools::{self, ToolError, WorkspaceRoot};
-use crate::verify::command::CommandScore;
-use crate::verify::{Check, Expected, Extra, Manifest, Verdict};
+use crate::verify::{Expected, Extra, Manifest};
 use crate::workspace::Changes;
 
 /// Why a session could not be made or used.
@@ -98,6 +97,8 @@ pub struct SessionOptions {
     /// More host directories shown read-only inside, at the given absolute paths (an agent
     /// harness's install).
     pub binds: Vec<(PathBuf, PathBuf)>,
+    /// The LLM judge's endpoint, for tasks with a judge (none: their judge part is not run).
+    pub judge: Option<std::sync::Arc<crate::verify::judge::Endpoint>>,
 }
 
 /// What `state.json` holds: enough to know what the session is, where it stands, and how to
@@ -129,6 +130,7 @@ struct Parts {
     sessions_root: PathBuf,
     seed: Option<u64>,
     origin: Value,
+    judge: Option<std::sync::Arc<crate::verify::judge::Endpoint>>,
 }
 
 impl Parts {
@@ -258,6 +260,7 @@ impl Session {
             sessions_root: options.state_root.join("sessions"),
             seed: options.seed,
             origin: options.origin.clone(),
+            judge: options.judge.clone(),
         };
         let mut session = Session::assemble(parts, sandbox, 0, 0, Default::default(), None, id)?;
         // The header's id is derived, not the session's own: the same task, clock and seed give
@@ -592,116 +595,6 @@ impl Session {
 
     fn task_name(&self) -> String {
         format!("{}/{}", self.parts.task.env.name, self.parts.task.id)
-    }
-
-    /// Score the workspace: the hash manifest against the task's `expected.json`, the grader
-    /// command, or both weighted (`hybrid`), as the task's `[verifier]` says.
-    pub fn verify(&mut self) -> Result<Verdict, SessionError> {
-        let verifier = self.parts.task.verifier.clone();
-        let manifest = match verifier.kind {
-            VerifierKind::Command => None,
-            VerifierKind::Manifest | VerifierKind::Hybrid => Some(self.verify_manifest()?),
-        };
-        let grader = match verifier.kind {
-            VerifierKind::Manifest => None,
-            VerifierKind::Command | VerifierKind::Hybrid => Some(self.run_grader()?),
-        };
-        Ok(crate::verify::combine(&verifier, manifest, grader))
-    }
-
-    fn verify_manifest(&mut self) -> Result<Verdict, SessionError> {
-        let path = self.parts.task.dir.join("expected.json");
-        if !path.exists() {
-            return Err(SessionError::NoExpected {
-                task: self.task_name(),
-            });
-        }
-        let expected = Expected::load(&path)?;
-        if !expected.unchanged.is_empty() {
-            // `unchanged` globs compare with the whole template: its (cached) manifest.
-            let (initial, final_, root) = self.manifests()?;
-            return Ok(crate::verify::verify(
-                &expected,
-                &initial,
-                &final_,
-                Some(&root),
-            ));
-        }
-        // Only what the rules name and what changed matters: the template's entries for those
-        // paths, and the changed ones from the upper layer. O(changed and checked bytes), no
-        // walk of the template.
-        let (initial, final_) = self.sandbox.frozen(|sandbox| {
-            let changes = sandbox.changes()?;
-            let paths = sandbox.state_paths()?;
-            let mut relevant: Vec<String> = expected.files.keys().cloned().collect();
-            relevant.extend(expected.absent.iter().cloned());
-            relevant.extend(changes.modified.iter().cloned());
-            relevant.extend(changes.deleted.iter().cloned());
-            let initial = Manifest::of_paths(&paths.view, &relevant)?;
-            let final_ = match &paths.changes {
-                Some(source) => initial.apply_changes(source, &changes)?,
-                None => initial.clone(),
-            };
-            Ok::<_, SessionError>((initial, final_))
-        })?;
-        Ok(crate::verify::verify(
-            &expected,
-            &initial,
-            &final_,
-            Some(&self.root.proc_path()),
-        ))
-    }
-
-    /// Run the task's grader on the workspace as this session left it (see
-    /// [`crate::verify::command::run_grader`]). The session's changes live in its own mount
-    /// namespace, which another sandbox cannot bind from: they are copied, whiteouts and opaque
-    /// directories included, which costs the changed bytes.
-    fn run_grader(&mut self) -> Result<(CommandScore, Check), SessionError> {
-        let paths = self.sandbox.state_paths()?;
-        let plan = self.sandbox.plan().clone();
-        let state_root = self
-            .parts
-            .sessions_root
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(std::env::temp_dir);
-        let stage = tempfile::Builder::new()
-            .prefix("envcraft-changes-")
-            .tempdir_in(&state_root)
-            .map_err(|source| SandboxError::Os {
-                what: "stage the workspace for the grader",
-                source,
-            })?;
-        let mut layers = Vec::new();
-        match paths.changes {
-            Some(source) => {
-                let changes = stage.path().join("changes");
-                // On the host: no setuid or setgid bit survives the copy; the session's
-                // processes are frozen while it is made.
-                self.sandbox.frozen(|_| {
-                    crate::workspace::copy::copy_layer(
-                        &source,
-                        &changes,
-                        crate::workspace::tree::Setid::Drop,
-                        plan.workspace_bytes,
-                    )
-                    .map_err(SandboxError::from)
-                })?;
-                layers.push(changes);
-                if self.sandbox.workspace_kind() == sandbox::plan::WorkspaceKind::Overlay {
-                    layers.extend(plan.lowers.iter().cloned());
-                }
-            }
-            None => layers.extend(plan.lowers.iter().cloned()),
-        }
-        let transcript = self.dir.path.join("transcript.jsonl");
-        Ok(crate::verify::command::run_grader(
-            &self.parts.task,
-            layers,
-            Some(&transcript),
-            self.parts.command_env(self.action_index),
-            &state_root,
-        )?)
     }
 
     /// What the task's `expected.json` should hold if this session's workspace is the right

@@ -5,6 +5,7 @@
 //! - [`env`]: `workspaces/ENV/` (`env.toml`, `docs.md`, `files/`), an environment.
 //! - [`task`]: `workspaces/ENV/tasks/ID/` (`task.toml`, `files/`, `solution.jsonl`), a task.
 //! - [`skill`]: `skills/NAME/` (`SKILL.md`, `skill.toml`, an executable), a skill.
+//! - [`verifier`]: a task's `[verifier]`, its parts (manifest, command, judge) and weights.
 //! - [`time`]: [`Timestamp`], the RFC 3339 instants those files hold.
 //!
 //! Loading goes downward: a task loads its environment, an environment its policy and, on
@@ -18,6 +19,7 @@ pub mod policy;
 pub mod skill;
 pub mod task;
 pub mod time;
+pub mod verifier;
 
 pub use env::{EnvError, EnvSpec};
 pub use located::FileError;

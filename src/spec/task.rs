@@ -11,13 +11,9 @@
 //! # prompt = "Then ..."
 //! base_time = "2026-03-04T16:30:00+01:00"   # optional; overrides the environment's
 //!
-//! [verifier]
-//! kind = "hybrid"             # "manifest" | "command" | "hybrid"
-//! command = "python3 check.py"  # command and hybrid only
-//! timeout_secs = 120          # command and hybrid only; default 120
-//! extra = "deny"              # manifest and hybrid: may files beyond the expected ones exist?
-//! all_or_nothing = false      # a reward of 0 or 1 only
-//! weights = { manifest = 0.5, command = 0.5 }   # hybrid only
+//! [verifier]                  # see `verifier` for every key
+//! kind = "command"
+//! command = "python3 check.py"
 //!
 //! [source]                    # optional, for imported tasks
 //! origin = "..."
@@ -29,7 +25,6 @@
 //! never decreasing, default 0) saying which turn's prompt the call answers; the tool must be
 //! one the environment offers.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -39,11 +34,11 @@ use toml::Spanned;
 use super::env::{self, EnvError, EnvSpec};
 use super::located::{self, Check, FileError, PLAIN_NAME, TomlFile};
 use super::time::Timestamp;
-
-/// A command verifier's time limit when `task.toml` does not say.
-pub const DEFAULT_VERIFIER_TIMEOUT_SECS: u64 = 120;
-/// The largest time limit of a verifier command.
-pub const MAX_VERIFIER_TIMEOUT_SECS: u64 = 86_400;
+use super::verifier::RawVerifier;
+pub use super::verifier::{
+    DEFAULT_VERIFIER_TIMEOUT_SECS, ExtraFiles, JudgeSpec, MAX_VERIFIER_TIMEOUT_SECS, VerifierKind,
+    VerifierSpec, Weights,
+};
 
 /// Why a task could not be loaded or found.
 #[derive(Debug, thiserror::Error)]
@@ -89,53 +84,6 @@ pub struct TaskSpec {
     pub source: Option<Source>,
 }
 
-/// How the final workspace becomes a reward.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifierSpec {
-    pub kind: VerifierKind,
-    /// The check to run: set exactly for `command` and `hybrid`.
-    pub command: Option<String>,
-    /// The command's time limit (kept at the default for `manifest`, where it is unused).
-    pub timeout_secs: u64,
-    /// Whether files beyond the expected ones are tolerated (manifest and hybrid).
-    pub extra: ExtraFiles,
-    /// A reward of 0 or 1 only, no partial credit.
-    pub all_or_nothing: bool,
-    /// How the two parts of a `hybrid` verifier add up: set exactly for `hybrid`.
-    pub weights: Option<Weights>,
-    /// Where the task's `grader/` files appear in the grader's workspace (a relative
-    /// directory; `grader` unless set: ClawGym's graders expect `reward`).
-    pub grader_dir: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerifierKind {
-    /// Compare the final workspace with the expected one, file by file, by hash.
-    Manifest,
-    /// Run a command over the final workspace; its result is the reward.
-    Command,
-    /// Both, weighted.
-    Hybrid,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExtraFiles {
-    /// Files the expected workspace does not have are ignored.
-    Allow,
-    /// Files the expected workspace does not have count against the reward.
-    Deny,
-}
-
-/// The weights of a hybrid verifier's parts: non-negative, with a positive sum.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Weights {
-    pub manifest: f64,
-    pub command: f64,
-}
-
 /// Where an imported task came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Source {
@@ -177,31 +125,6 @@ struct RawTask {
 #[serde(deny_unknown_fields)]
 struct RawTurn {
     prompt: Spanned<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawVerifier {
-    kind: VerifierKind,
-    #[serde(default)]
-    command: Option<Spanned<String>>,
-    #[serde(default)]
-    timeout_secs: Option<Spanned<i64>>,
-    #[serde(default)]
-    extra: Option<Spanned<ExtraFiles>>,
-    #[serde(default)]
-    all_or_nothing: bool,
-    #[serde(default)]
-    weights: Option<Spanned<RawWeights>>,
-    #[serde(default)]
-    grader_dir: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWeights {
-    manifest: Spanned<f64>,
-    command: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
@@ -401,6 +324,9 @@ impl TaskSpec {
             verifier,
             source,
         } = TaskToml::parse(&file, &text)?;
+        if let Some(judge) = &verifier.judge {
+            super::verifier::check_judge_files(judge, &dir)?;
+        }
 
         let files_dir = dir.join("files");
         let files = if files_dir.is_dir() {
@@ -527,155 +453,6 @@ impl Check<'_> {
         }
         Ok(value.get_ref().clone())
     }
-
-    fn verifier(&self, raw: &Spanned<RawVerifier>) -> Result<VerifierSpec, TaskError> {
-        let v = raw.get_ref();
-        let kind = v.kind;
-        let kind_name = match kind {
-            VerifierKind::Manifest => "manifest",
-            VerifierKind::Command => "command",
-            VerifierKind::Hybrid => "hybrid",
-        };
-        let runs_command = kind != VerifierKind::Manifest;
-        let unused = |key: &str, span: Range<usize>, applies: &str| {
-            self.invalid(
-                key,
-                span,
-                format!("is set but the verifier's kind is `{kind_name}`"),
-                &format!("`{key}` only with kind {applies}"),
-            )
-        };
-
-        let command = match (&v.command, runs_command) {
-            (Some(c), true) => Some(self.non_empty("verifier.command", c)?),
-            (None, true) => {
-                return Err(self
-                    .invalid(
-                        "verifier.command",
-                        raw.span(),
-                        format!("is missing, which kind `{kind_name}` needs"),
-                        "`command = \"...\"`: the check to run over the final workspace",
-                    )
-                    .into());
-            }
-            (Some(c), false) => {
-                return Err(unused("verifier.command", c.span(), "`command` or `hybrid`").into());
-            }
-            (None, false) => None,
-        };
-
-        let timeout_secs = match &v.timeout_secs {
-            None => DEFAULT_VERIFIER_TIMEOUT_SECS,
-            Some(t) if !runs_command => {
-                return Err(
-                    unused("verifier.timeout_secs", t.span(), "`command` or `hybrid`").into(),
-                );
-            }
-            Some(t) => {
-                let secs = *t.get_ref();
-                if !(1..=MAX_VERIFIER_TIMEOUT_SECS as i64).contains(&secs) {
-                    return Err(self
-                        .invalid(
-                            "verifier.timeout_secs",
-                            t.span(),
-                            format!("is {secs}"),
-                            &format!("an integer from 1 to {MAX_VERIFIER_TIMEOUT_SECS}"),
-                        )
-                        .into());
-                }
-                secs as u64
-            }
-        };
-
-        let extra = match &v.extra {
-            None => ExtraFiles::Allow,
-            Some(e) if kind == VerifierKind::Command => {
-                return Err(unused("verifier.extra", e.span(), "`manifest` or `hybrid`").into());
-            }
-            Some(e) => *e.get_ref(),
-        };
-
-        let weights = match (&v.weights, kind) {
-            (None, VerifierKind::Hybrid) => Some(Weights {
-                manifest: 0.5,
-                command: 0.5,
-            }),
-            (Some(w), VerifierKind::Hybrid) => {
-                let raw_weights = w.get_ref();
-                for (key, value) in [
-                    ("verifier.weights.manifest", &raw_weights.manifest),
-                    ("verifier.weights.command", &raw_weights.command),
-                ] {
-                    let x = *value.get_ref();
-                    if !x.is_finite() || x < 0.0 {
-                        return Err(self
-                            .invalid(
-                                key,
-                                value.span(),
-                                format!("is {x}"),
-                                "a finite, non-negative weight",
-                            )
-                            .into());
-                    }
-                }
-                let weights = Weights {
-                    manifest: *raw_weights.manifest.get_ref(),
-                    command: *raw_weights.command.get_ref(),
-                };
-                if weights.manifest + weights.command <= 0.0 {
-                    return Err(self
-                        .invalid(
-                            "verifier.weights",
-                            w.span(),
-                            "sums to 0".into(),
-                            "weights with a positive sum",
-                        )
-                        .into());
-                }
-                Some(weights)
-            }
-            (Some(w), _) => return Err(unused("verifier.weights", w.span(), "`hybrid`").into()),
-            (None, _) => None,
-        };
-
-        let grader_dir = match &v.grader_dir {
-            None => "grader".to_string(),
-            Some(d) if !runs_command => {
-                return Err(
-                    unused("verifier.grader_dir", d.span(), "`command` or `hybrid`").into(),
-                );
-            }
-            Some(d) => {
-                let dir = d.get_ref();
-                let plain = !dir.is_empty()
-                    && !dir.starts_with('/')
-                    && dir
-                        .split('/')
-                        .all(|c| !c.is_empty() && c != "." && c != "..");
-                if !plain {
-                    return Err(self
-                        .invalid(
-                            "verifier.grader_dir",
-                            d.span(),
-                            format!("is `{dir}`"),
-                            "a relative directory inside the workspace, without `.` or `..`",
-                        )
-                        .into());
-                }
-                dir.clone()
-            }
-        };
-
-        Ok(VerifierSpec {
-            kind,
-            command,
-            timeout_secs,
-            extra,
-            all_or_nothing: v.all_or_nothing,
-            weights,
-            grader_dir,
-        })
-    }
 }
 
 /// The task directories under `path`: a task itself (it has `task.toml`), an environment (its
@@ -757,6 +534,7 @@ mod tests {
                 all_or_nothing: false,
                 weights: None,
                 grader_dir: "grader".into(),
+                judge: None,
             }
         );
         let steps = task.solution_steps().unwrap();
@@ -928,7 +706,8 @@ mod tests {
             task.verifier.weights,
             Some(Weights {
                 manifest: 1.0,
-                command: 3.0
+                command: 3.0,
+                judge: 0.0
             })
         );
         assert_eq!(task.verifier.command.as_deref(), Some("python3 check.py"));
@@ -938,7 +717,8 @@ mod tests {
             result.unwrap().verifier.weights,
             Some(Weights {
                 manifest: 0.5,
-                command: 0.5
+                command: 0.5,
+                judge: 0.0
             })
         );
     }
@@ -981,6 +761,68 @@ mod tests {
         assert_eq!(v.timeout_secs, 30);
         assert!(v.all_or_nothing);
         assert_eq!(v.extra, ExtraFiles::Allow);
+    }
+
+    #[test]
+    fn a_judge_needs_its_table_a_rubric_inside_the_task_and_hybrid_weights() {
+        let base = "prompt = \"p\"\n[verifier]\n";
+        for (rest, key) in [
+            ("kind = \"judge\"\n", "verifier.judge"),
+            (
+                "kind = \"judge\"\n[verifier.judge]\nrubric = \"../rubric.md\"\n",
+                "verifier.judge.rubric",
+            ),
+            (
+                "kind = \"judge\"\n[verifier.judge]\nrubric = \"r.md\"\nfiles = [\"/etc/passwd\"]\n",
+                "verifier.judge.files",
+            ),
+            (
+                "kind = \"command\"\ncommand = \"true\"\n[verifier.judge]\nrubric = \"r.md\"\n",
+                "verifier.judge",
+            ),
+            (
+                "kind = \"hybrid\"\ncommand = \"true\"\n[verifier.judge]\nrubric = \"r.md\"\n",
+                "verifier.weights",
+            ),
+            (
+                "kind = \"hybrid\"\nweights = { judge = 1 }\n[verifier.judge]\nrubric = \"r.md\"\n",
+                "verifier.weights",
+            ),
+            (
+                "kind = \"hybrid\"\ncommand = \"true\"\nweights = { manifest = 1, judge = 1 }\n[verifier.judge]\nrubric = \"r.md\"\n",
+                "verifier.command",
+            ),
+        ] {
+            let (_, result) = load_text(&format!("{base}{rest}"));
+            assert_eq!(invalid_key(&result.unwrap_err()).0, key, "{rest}");
+        }
+        // The rubric must exist, as a file of the task directory.
+        let text = format!(
+            "{base}kind = \"hybrid\"\ncommand = \"true\"\nweights = {{ command = 1, judge = 3 }}\n[verifier.judge]\nrubric = \"rubric.md\"\n"
+        );
+        let (_, result) = load_text(&text);
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("rubric.md"), "{err}");
+        let fixture = Example::new();
+        let dir = fixture.task_dir("extract-todos");
+        std::fs::write(dir.join("task.toml"), &text).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("rubric.md")).unwrap();
+        let err = TaskSpec::load(&dir).unwrap_err().to_string();
+        assert!(err.contains("resolves to /etc/hostname"), "{err}");
+        std::fs::remove_file(dir.join("rubric.md")).unwrap();
+        std::fs::write(dir.join("rubric.md"), "Score the summary.").unwrap();
+        let v = TaskSpec::load(&dir).unwrap().verifier;
+        assert_eq!(v.kind, VerifierKind::Hybrid);
+        assert!(!v.has_manifest());
+        assert_eq!(
+            v.weights,
+            Some(Weights {
+                manifest: 0.0,
+                command: 1.0,
+                judge: 3.0
+            })
+        );
+        assert_eq!(v.judge.unwrap().rubric, "rubric.md");
     }
 
     #[test]

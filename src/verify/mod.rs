@@ -9,11 +9,15 @@
 //!
 //! - [`manifest`]: [`Manifest`] of a directory (parallel SHA-256), JSON, and the incremental
 //!   manifest of a session from the template's manifest plus the overlay's upper layer;
-//! - [`expected`]: `expected.json` ([`Expected`]): parsing, validation, globs.
+//! - [`expected`]: `expected.json` ([`Expected`]): parsing, validation, globs;
+//! - [`command`]: a grader command run over a copy-on-write view of the final workspace;
+//! - [`judge`]: an LLM judge asked with the task's rubric;
+//! - [`combine`]: a verifier's parts into one [`Verdict`].
 
 pub mod cache;
 pub mod command;
 pub mod expected;
+pub mod judge;
 pub mod manifest;
 
 use std::collections::HashSet;
@@ -73,6 +77,8 @@ pub enum CheckKind {
     Extra,
     /// A code check: the grader command's score.
     Command,
+    /// The LLM judge's score (or why it gave none), and its score of each criterion.
+    Judge,
 }
 
 /// One rule applied to the final workspace.
@@ -95,11 +101,19 @@ pub struct Check {
 /// The outcome of verifying one final workspace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// Fraction of checks passed (1.0 when there are none); 0 or 1 with `all_or_nothing`.
-    pub reward: f64,
-    /// Every check passed.
+    /// The score in [0, 1]: fraction of checks passed (1.0 when there are none), or a
+    /// hybrid's weighted mean of its parts; 0 or 1 with `all_or_nothing`. `None` when a part
+    /// of the verifier did not run (see `not_run`): there is no score then, never a 0.
+    pub reward: Option<f64>,
+    /// Every part ran and every check passed.
     pub passed: bool,
     pub checks: Vec<Check>,
+    /// The parts that did not run (`judge`), each check saying why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
+    /// With parts not run, the weighted score of those that ran (not a reward).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_reward: Option<f64>,
 }
 
 impl Verdict {
@@ -114,9 +128,11 @@ impl Verdict {
             ok as f64 / checks.len() as f64
         };
         Verdict {
-            reward,
+            reward: Some(reward),
             passed,
             checks,
+            not_run: Vec::new(),
+            partial_reward: None,
         }
     }
 
@@ -124,51 +140,86 @@ impl Verdict {
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
     }
+
+    /// The reward, or 0 where there is none (for sums and means that say how many were not
+    /// scored).
+    pub fn reward_or_zero(&self) -> f64 {
+        self.reward.unwrap_or(0.0)
+    }
+
+    /// The reward as text: `0.750`, or `not scored (judge not run)`.
+    pub fn reward_text(&self) -> String {
+        match self.reward {
+            Some(r) => format!("{r:.3}"),
+            None => format!("not scored ({} not run)", self.not_run.join(", ")),
+        }
+    }
 }
 
-/// The verdict of a task's `[verifier]` from its parts: the manifest's verdict and the
-/// grader's score, as `kind` asks (`hybrid`: the weighted mean; `all_or_nothing`: 0 unless
-/// everything passed).
-pub fn combine(
-    verifier: &crate::spec::task::VerifierSpec,
-    manifest: Option<Verdict>,
-    grader: Option<(command::CommandScore, Check)>,
-) -> Verdict {
-    match (manifest, grader) {
-        (Some(m), None) => m,
-        (None, Some((score, check))) => Verdict {
-            reward: if verifier.all_or_nothing && score.score < 1.0 {
-                0.0
-            } else {
-                score.score
-            },
-            passed: score.score >= 1.0,
-            checks: vec![check],
-        },
-        (Some(m), Some((score, check))) => {
-            let w = verifier.weights.unwrap_or(crate::spec::task::Weights {
-                manifest: 0.5,
-                command: 0.5,
-            });
-            let passed = m.passed && score.score >= 1.0;
-            let mut reward =
-                (w.manifest * m.reward + w.command * score.score) / (w.manifest + w.command);
-            if verifier.all_or_nothing && !passed {
-                reward = 0.0;
+/// The parts of a verdict: each present exactly when the task's verifier has it.
+#[derive(Debug, Default)]
+pub struct Parts {
+    pub manifest: Option<Verdict>,
+    pub grader: Option<(command::CommandScore, Check)>,
+    pub judge: Option<judge::JudgePart>,
+}
+
+/// The verdict of a task's `[verifier]` from its parts, as `kind` asks: one part's score, or
+/// (`hybrid`) the weighted mean of the parts' scores; `all_or_nothing`: 0 unless everything
+/// passed. A part that did not run leaves the verdict without a reward.
+pub fn combine(verifier: &crate::spec::task::VerifierSpec, parts: Parts) -> Verdict {
+    let weights = verifier.weights.unwrap_or(crate::spec::task::Weights {
+        manifest: 1.0,
+        command: 1.0,
+        judge: 1.0,
+    });
+    let mut checks = Vec::new();
+    let mut not_run = Vec::new();
+    let mut passed = true;
+    let (mut sum, mut total_weight) = (0.0, 0.0);
+    if let Some(m) = parts.manifest {
+        passed &= m.passed;
+        sum += weights.manifest * m.reward_or_zero();
+        total_weight += weights.manifest;
+        checks.extend(m.checks);
+    }
+    if let Some((score, check)) = parts.grader {
+        passed &= score.score >= 1.0;
+        sum += weights.command * score.score;
+        total_weight += weights.command;
+        checks.push(check);
+    }
+    if let Some(j) = parts.judge {
+        match j.score {
+            Some(score) => {
+                passed &= score >= 1.0;
+                sum += weights.judge * score;
+                total_weight += weights.judge;
             }
-            let mut checks = m.checks;
-            checks.push(check);
-            Verdict {
-                reward,
-                passed,
-                checks,
+            None => {
+                passed = false;
+                not_run.push("judge".to_string());
             }
         }
-        (None, None) => Verdict {
-            reward: 0.0,
-            passed: false,
-            checks: Vec::new(),
-        },
+        checks.extend(j.checks);
+    }
+    let ran = total_weight > 0.0;
+    let mut score = if ran { sum / total_weight } else { 0.0 };
+    if verifier.all_or_nothing {
+        score = if passed { 1.0 } else { 0.0 };
+    }
+    let (reward, partial_reward) = match (not_run.is_empty(), ran) {
+        (true, true) => (Some(score), None),
+        (true, false) => (Some(0.0), None),
+        (false, true) => (None, Some(score)),
+        (false, false) => (None, None),
+    };
+    Verdict {
+        reward,
+        passed: passed && ran,
+        checks,
+        not_run,
+        partial_reward,
     }
 }
 

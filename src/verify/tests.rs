@@ -135,7 +135,10 @@ fn globs(texts: &[&str]) -> Vec<Glob> {
 fn a_file_rule_passes_on_the_expected_content() {
     let t = trees(&[], &[("out/report.md", "done\n")]);
     let v = t.verify(&files(&[("out/report.md", FileRule::file(sha("done\n")))]));
-    assert_eq!((v.reward, v.passed, v.checks.len()), (1.0, true, 1));
+    assert_eq!(
+        (v.reward_or_zero(), v.passed, v.checks.len()),
+        (1.0, true, 1)
+    );
     let c = &v.checks[0];
     assert_eq!(
         (c.kind, c.name.as_str(), c.path.as_str()),
@@ -150,7 +153,7 @@ fn a_failed_file_check_shows_both_hashes_and_the_first_forty_lines_of_text() {
     let t = trees(&[], &[("report.md", &text)]);
     let want = sha("the right answer\n");
     let v = t.verify(&files(&[("report.md", FileRule::file(&want))]));
-    assert_eq!((v.reward, v.passed), (0.0, false));
+    assert_eq!((v.reward_or_zero(), v.passed), (0.0, false));
     let c = &v.checks[0];
     assert_eq!(c.expected, format!("file sha256 {want}"));
     assert_eq!(c.actual, format!("file mode 0644 sha256 {}", sha(&text)));
@@ -209,7 +212,7 @@ fn absent_passes_when_the_path_is_gone_and_fails_when_it_is_there() {
         v.checks[2].actual,
         format!("file mode 0644 sha256 {}", sha("k"))
     );
-    assert!((v.reward - 2.0 / 3.0).abs() < 1e-9);
+    assert!((v.reward_or_zero() - 2.0 / 3.0).abs() < 1e-9);
 }
 
 #[test]
@@ -303,7 +306,7 @@ fn ignored_paths_are_left_out_of_every_check() {
         (v.checks[0].kind, v.checks[0].passed),
         (CheckKind::Unchanged, true)
     );
-    assert_eq!(v.reward, 1.0);
+    assert_eq!(v.reward_or_zero(), 1.0);
 }
 
 #[test]
@@ -313,26 +316,32 @@ fn all_or_nothing_makes_the_reward_zero_or_one() {
         ("a", FileRule::file(sha("a"))),
         ("b", FileRule::file(sha("b"))),
     ]);
-    assert_eq!(t.verify(&expected).reward, 0.5);
+    assert_eq!(t.verify(&expected).reward_or_zero(), 0.5);
     expected.all_or_nothing = true;
     let v = t.verify(&expected);
-    assert_eq!((v.reward, v.passed), (0.0, false));
+    assert_eq!((v.reward_or_zero(), v.passed), (0.0, false));
     fs::write(t.final_.join("b"), "b").unwrap();
     let v = t.verify(&expected);
-    assert_eq!((v.reward, v.passed), (1.0, true));
+    assert_eq!((v.reward_or_zero(), v.passed), (1.0, true));
 }
 
 #[test]
 fn no_rules_give_reward_one_unless_extra_paths_are_denied() {
     let t = trees(&[("a", "a")], &[("a", "a"), ("new", "n")]);
     let v = t.verify(&Expected::default());
-    assert_eq!((v.reward, v.passed, v.checks.len()), (1.0, true, 0));
+    assert_eq!(
+        (v.reward_or_zero(), v.passed, v.checks.len()),
+        (1.0, true, 0)
+    );
     let deny = Expected {
         extra: Extra::Deny,
         ..Expected::default()
     };
     let v = t.verify(&deny);
-    assert_eq!((v.reward, v.passed, v.checks.len()), (0.0, false, 1));
+    assert_eq!(
+        (v.reward_or_zero(), v.passed, v.checks.len()),
+        (0.0, false, 1)
+    );
 }
 
 #[test]
@@ -471,7 +480,7 @@ fn rules_combined_give_the_fraction_passed() {
             ("extra stray", false),
         ]
     );
-    assert!((v.reward - 4.0 / 6.0).abs() < 1e-9);
+    assert!((v.reward_or_zero() - 4.0 / 6.0).abs() < 1e-9);
     assert_eq!(v.failed().count(), 2);
     let json = serde_json::to_value(&v).unwrap();
     assert_eq!(json["checks"][1]["kind"], "file");
@@ -552,9 +561,12 @@ fn expected_from_records_what_the_solution_changed() {
     let reread = Expected::from_json(&expected.to_json()).unwrap();
     assert_eq!(reread, expected);
     let v = verify(&reread, &before, &after, Some(&t.final_));
-    assert_eq!((v.reward, v.passed), (1.0, true), "{v:?}");
+    assert_eq!((v.reward_or_zero(), v.passed), (1.0, true), "{v:?}");
     let untouched = verify(&reread, &before, &before, None);
-    assert!(!untouched.passed && untouched.reward < 0.5, "{untouched:?}");
+    assert!(
+        !untouched.passed && untouched.reward_or_zero() < 0.5,
+        "{untouched:?}"
+    );
     for (path, rule) in &reread.files {
         if rule.kind != EntryKind::File {
             continue;
