@@ -682,7 +682,7 @@ fn what_cannot_be_represented_is_refused_with_a_reason_and_the_rest_imported() {
     assert!(out.contains("line 3"), "{out}");
     assert!(out.contains("skipped task_02_escape:"), "{out}");
     assert!(out.contains("not a path inside the workspace"), "{out}");
-    // The judged task is imported, its rubric kept, and marked as needing a judge.
+    // The judged task is imported with envcraft's judge: its rubric, kind `judge`.
     let task = dest
         .path()
         .join("pinchbench-task_03_judged/tasks/task_03_judged");
@@ -692,7 +692,8 @@ fn what_cannot_be_represented_is_refused_with_a_reason_and_the_rest_imported() {
         serde_json::from_str(&fs::read_to_string(task.join("source.json")).unwrap()).unwrap();
     assert_eq!(meta["needs_llm_judge"], true);
     assert_eq!(meta["judge_weight"], 1.0);
-    TaskSpec::load(&task).unwrap();
+    let spec = TaskSpec::load(&task).unwrap();
+    assert_eq!(spec.verifier.judge.unwrap().rubric, "rubric.md");
     assert!(!dest.path().join("outside.txt").exists());
     if common::sandbox_ready() {
         let ws = dest.path().join("pinchbench-task_03_judged/files");
@@ -703,8 +704,18 @@ fn what_cannot_be_represented_is_refused_with_a_reason_and_the_rest_imported() {
             ws.to_str().unwrap(),
             "--json",
         ]);
+        // No judge endpoint: the judge did not run, so there is no reward, and the check says why.
         assert_eq!(code, 1, "{err}");
-        assert!(out.contains("needs an LLM judge"), "{out}");
+        let verdict: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(verdict["reward"], Value::Null, "{out}");
+        assert_eq!(verdict["not_run"], json!(["judge"]), "{out}");
+        assert!(
+            verdict["checks"][0]["actual"]
+                .as_str()
+                .unwrap()
+                .contains("no judge endpoint"),
+            "{out}"
+        );
     }
     // Importing again over it is refused, not merged.
     let (code, out, _) = envcraft(&[

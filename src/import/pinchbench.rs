@@ -9,10 +9,11 @@
 //! the prompt byte for byte (`sessions` become `[[turns]]`); the grading code, verbatim, as
 //! `tasks/ID/grader/grade.py` beside `run.py`, which calls it the way PinchBench's harness
 //! does (the transcript JSONL from `$ENVCRAFT_TRANSCRIPT` as a list, the workspace path, the
-//! mean of the numeric values) and prints the mean last. A judged task keeps its rubric
-//! (`tasks/ID/rubric.md`); an `llm_judge`-only task's verifier says it needs a judge and
-//! scores 0; a `hybrid` one scores its automated part, and `source.json` records the judge's
-//! weight.
+//! mean of the numeric values) and prints the mean last. A judged task gets envcraft's judge
+//! as PinchBench judges it: the rubric (`## LLM Judge Rubric`, else the `## Grading Criteria`
+//! checklist) in `tasks/ID/rubric.md`, `## Expected Behavior` in `expected_behavior.md`; an
+//! `llm_judge` task has `kind = "judge"`, a `hybrid` one weighs its automated part and the
+//! judge by `grading_weights` (0.5 each by default), as PinchBench's `_combine_grades` does.
 //!
 //! The front matter is read by [`crate::spec::front_matter`], a bounded, linear-time reader of the
 //! YAML subset PinchBench uses.
@@ -92,16 +93,6 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-"#;
-
-/// The verifier of an `llm_judge`-only task: no score without a judge, and it says so.
-const JUDGE_PY: &str = r#"# Written by `envcraft import pinchbench`: this task is graded by an LLM judge only.
-import sys
-
-print("this PinchBench task needs an LLM judge (grading_type llm_judge); its rubric is in "
-      "rubric.md beside this file and in the task's directory; envcraft gives it no score",
-      file=sys.stderr)
-sys.exit(3)
 "#;
 
 /// Plan every `*.md` task under `src`: `src/tasks/` when it exists (assets under
@@ -304,32 +295,51 @@ impl DocumentPlan {
         ));
         }
 
+        // PinchBench's judge is given the rubric, else the grading criteria as a list.
         let rubric = doc
             .section("LLM Judge Rubric")
-            .map(|r| r.trim().to_string());
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .or_else(|| doc.section("Grading Criteria").and_then(criteria_list));
+        let expected_behavior = doc
+            .section("Expected Behavior")
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty());
         let code = doc.section("Automated Checks").and_then(grading_code);
-        let judge_weight = match grading_type.as_str() {
-            "automated" => 0.0,
-            "llm_judge" => 1.0,
+        let grading = match grading_type.as_str() {
+            "automated" => Grading::Automated,
+            "llm_judge" => Grading::Judge,
             _ => {
                 let weight = |key: &str| {
                     fm.get("grading_weights")
                         .and_then(|w| w.get(key))
                         .and_then(Yaml::as_str)
                         .and_then(|s| s.parse::<f64>().ok())
+                        .filter(|w| w.is_finite() && *w >= 0.0)
                 };
-                let auto = weight("automated").unwrap_or(0.5);
+                let automated = weight("automated").unwrap_or(0.5);
                 let judge = weight("llm_judge").unwrap_or(0.5);
-                if auto + judge > 0.0 {
-                    judge / (auto + judge)
-                } else {
-                    0.5
+                match (automated > 0.0, judge > 0.0) {
+                    (true, true) => Grading::Hybrid { automated, judge },
+                    (true, false) => Grading::Automated,
+                    (false, true) => Grading::Judge,
+                    // PinchBench: weights that sum to 0 count as 0.5 each.
+                    (false, false) => Grading::Hybrid {
+                        automated: 0.5,
+                        judge: 0.5,
+                    },
                 }
             }
         };
-        let (verifier_py, needs_judge) = match (grading_type.as_str(), &code) {
-            ("llm_judge", _) => (None, true),
-            (_, Some(code)) => (Some(code.clone()), false),
+        let judge_weight = match grading {
+            Grading::Automated => 0.0,
+            Grading::Judge => 1.0,
+            Grading::Hybrid { automated, judge } => judge / (automated + judge),
+        };
+        let needs_judge = grading != Grading::Automated;
+        let verifier_py = match (grading, &code) {
+            (Grading::Judge, _) => None,
+            (_, Some(code)) => Some(code.clone()),
             (_, None) => {
                 return Err(fail(
                     format!(
@@ -346,23 +356,17 @@ impl DocumentPlan {
             ));
         }
         if needs_judge {
-            notes.push(
-            "graded by an LLM judge only: the rubric is kept in rubric.md; envcraft's verifier \
-             gives no score without a judge (0, with that reason)"
-                .into(),
-        );
-        } else if grading_type == "hybrid" {
             notes.push(format!(
-                "hybrid: the reward is the automated part only; PinchBench adds an LLM judge with \
-             weight {judge_weight} (rubric in rubric.md)"
+                "judged by an LLM (weight {judge_weight}) as PinchBench judges it: rubric.md, \
+                 expected_behavior.md; without a judge endpoint (--judge-url) the task has no \
+                 score, never a 0"
             ));
-        }
-        if needs_judge || grading_type == "hybrid" {
-            match &rubric {
-                Some(r) if !r.is_empty() => {}
-                _ => {
-                    notes.push("the task is judged but has no `## LLM Judge Rubric` section".into())
-                }
+            if rubric.is_none() {
+                notes.push(
+                    "the task is judged but has no `## LLM Judge Rubric` or `## Grading Criteria`: \
+                     the judge gets an empty rubric, as in PinchBench"
+                        .into(),
+                );
             }
         }
 
@@ -393,7 +397,12 @@ impl DocumentPlan {
             },
             PlannedFile {
                 path: task_dir.join("task.toml"),
-                content: Content::Text(task_toml(&turns, &id, needs_judge)),
+                content: Content::Text(task_toml(
+                    &turns,
+                    &id,
+                    grading,
+                    expected_behavior.is_some(),
+                )),
             },
         ];
         let source = json!({
@@ -404,7 +413,7 @@ impl DocumentPlan {
             "name": fm.get("name").and_then(Yaml::as_str),
             "category": fm.get("category").and_then(Yaml::as_str),
             "grading_type": grading_type,
-            "needs_llm_judge": needs_judge || grading_type == "hybrid",
+            "needs_llm_judge": needs_judge,
             "judge_weight": judge_weight,
             "timeout_seconds": timeout_seconds.and_then(|t| t.parse::<u64>().ok()),
             "sessions_new": new_sessions,
@@ -429,16 +438,17 @@ impl DocumentPlan {
                     content: Content::Text(RUN_PY.into()),
                 });
             }
-            None => files.push(PlannedFile {
-                path: grader.join("judge.py"),
-                content: Content::Text(JUDGE_PY.into()),
-            }),
+            None => {}
         }
-        if let Some(r) = rubric.filter(|r| !r.is_empty()) {
-            for at in [task_dir.join("rubric.md"), grader.join("rubric.md")] {
+        if needs_judge {
+            files.push(PlannedFile {
+                path: task_dir.join("rubric.md"),
+                content: Content::Text(rubric.map(|r| format!("{r}\n")).unwrap_or_default()),
+            });
+            if let Some(text) = &expected_behavior {
                 files.push(PlannedFile {
-                    path: at,
-                    content: Content::Text(format!("{r}\n")),
+                    path: task_dir.join("expected_behavior.md"),
+                    content: Content::Text(format!("{text}\n")),
                 });
             }
         }
@@ -515,22 +525,56 @@ fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, Im
     })
 }
 
-/// `task.toml`: the prompts as they are, the grader (or the judge's refusal), the source.
-pub fn task_toml(turns: &[String], id: &str, needs_judge: bool) -> String {
-    let command = if needs_judge {
-        format!("python3 {GRADER_DIR}/judge.py")
-    } else {
-        format!("python3 {GRADER_DIR}/run.py")
+/// How a PinchBench task is graded (its `grading_type`, with `grading_weights`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Grading {
+    Automated,
+    Judge,
+    Hybrid { automated: f64, judge: f64 },
+}
+
+/// `- [ ] criterion` lines of `## Grading Criteria` as PinchBench's judge is given them
+/// (`- criterion`); none when there are no such lines.
+fn criteria_list(section: &str) -> Option<String> {
+    let items: Vec<String> = section
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim_start().strip_prefix("- [")?;
+            let (_, criterion) = rest.split_once(']')?;
+            Some(format!("- {}", criterion.trim()))
+        })
+        .collect();
+    (!items.is_empty()).then(|| items.join("\n"))
+}
+
+/// `task.toml`: the prompts as they are, the grader and the judge as `grading` says, the source.
+pub fn task_toml(turns: &[String], id: &str, grading: Grading, expected_behavior: bool) -> String {
+    let command = super::toml_string(&format!("python3 {GRADER_DIR}/run.py"));
+    let grader = format!(
+        "command = {command}\ngrader_dir = {}\ntimeout_secs = {GRADER_TIMEOUT_SECS}\n",
+        super::toml_string(GRADER_DIR)
+    );
+    let verifier = match grading {
+        Grading::Automated => format!("kind = \"command\"\n{grader}"),
+        Grading::Judge => "kind = \"judge\"\n".to_string(),
+        Grading::Hybrid { automated, judge } => format!(
+            "kind = \"hybrid\"\n{grader}weights = {{ command = {automated:?}, judge = {judge:?} }}\n"
+        ),
+    };
+    let judge = match grading {
+        Grading::Automated => String::new(),
+        Grading::Judge | Grading::Hybrid { .. } => format!(
+            "\n[verifier.judge]\nrubric = \"rubric.md\"\n{}",
+            if expected_behavior {
+                "expected_behavior = \"expected_behavior.md\"\n"
+            } else {
+                ""
+            }
+        ),
     };
     format!(
-        "{}\n[verifier]\n\
-         kind = \"command\"\n\
-         command = {}\n\
-         grader_dir = {}\n\
-         timeout_secs = {GRADER_TIMEOUT_SECS}\n{}",
+        "{}\n[verifier]\n{verifier}{judge}{}",
         prompt_toml(turns),
-        super::toml_string(&command),
-        super::toml_string(GRADER_DIR),
         source_table(ORIGIN, id, LICENSE)
     )
 }
@@ -651,16 +695,32 @@ mod tests {
     }
 
     #[test]
-    fn turns_and_the_judge_marker_go_into_the_task_toml() {
-        let text = task_toml(&["a \"b\"".into(), "c\n".into()], "t", true);
+    fn turns_the_grader_and_the_judge_go_into_the_task_toml() {
+        let hybrid = Grading::Hybrid {
+            automated: 0.4,
+            judge: 0.6,
+        };
+        let text = task_toml(&["a \"b\"".into(), "c\n".into()], "t", hybrid, true);
         let table: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(table["turns"][0]["prompt"].as_str().unwrap(), "a \"b\"");
         assert_eq!(table["turns"][1]["prompt"].as_str().unwrap(), "c\n");
+        let verifier = &table["verifier"];
+        assert_eq!(verifier["kind"].as_str(), Some("hybrid"));
+        assert_eq!(verifier["weights"]["judge"].as_float(), Some(0.6));
+        assert_eq!(verifier["judge"]["rubric"].as_str(), Some("rubric.md"));
+        assert!(verifier["command"].as_str().unwrap().contains("run.py"));
+        let judged: toml::Table =
+            toml::from_str(&task_toml(&["p".into()], "t", Grading::Judge, false)).unwrap();
+        assert_eq!(judged["verifier"]["kind"].as_str(), Some("judge"));
+        assert!(judged["verifier"].get("command").is_none());
         assert!(
-            table["verifier"]["command"]
-                .as_str()
-                .unwrap()
-                .contains("judge.py")
+            judged["verifier"]["judge"]
+                .get("expected_behavior")
+                .is_none()
+        );
+        assert_eq!(
+            criteria_list("Intro\n- [ ] Date is right\n- [x] Time is 3 PM\nno\n").as_deref(),
+            Some("- Date is right\n- Time is 3 PM")
         );
     }
 }

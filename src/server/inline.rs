@@ -4,12 +4,15 @@
 //!
 //! ```json
 //! {"env": "office-email", "prompt": "...", "verifier": {"kind": "manifest"},
-//!  "files": {"inbox/new.eml": "..."}, "expected": {...}, "grader": {"check.py": "..."}}
+//!  "files": {"inbox/new.eml": "..."}, "expected": {...}, "grader": {"check.py": "..."},
+//!  "judge": {"rubric.md": "..."}}
 //! ```
 //!
-//! Every key but `env`, `files`, `expected` and `grader` is a key of `task.toml` (`prompt` or
-//! `turns`, `base_time`, `verifier`). `files` are laid over the environment's files,
-//! `expected` is the task's `expected.json`, `grader` the files of its `grader/` directory.
+//! Every key but `env`, `files`, `expected`, `grader` and `judge` is a key of `task.toml`
+//! (`prompt` or `turns`, `base_time`, `verifier`). `files` are laid over the environment's
+//! files, `expected` is the task's `expected.json`, `grader` the files of its `grader/`
+//! directory, `judge` the files its `[verifier.judge]` names (rubric, expected behaviour), in
+//! the task's directory.
 //! The directory is `STATE/inline/ID/` with ID `inline-` and the first 16 hex digits of the
 //! SHA-256 of the object: the same object is the same task, written once.
 
@@ -26,7 +29,15 @@ use crate::spec::{FileError, is_plain_name};
 use crate::verify::Expected;
 
 /// The keys of an inline task that are not `task.toml`'s.
-const OWN_KEYS: &[&str] = &["env", "files", "expected", "grader"];
+const OWN_KEYS: &[&str] = &["env", "files", "expected", "grader", "judge"];
+/// Names in a task's directory that a `judge` file may not take.
+const TASK_NAMES: &[&str] = &[
+    "task.toml",
+    "expected.json",
+    "solution.jsonl",
+    "files",
+    "grader",
+];
 
 /// The task `object` describes, over the environments under `workspaces`, its directory made
 /// under `state_root/inline/`.
@@ -104,6 +115,19 @@ fn write_task_dir(
         if let Some(files) = object.get(key) {
             write_files(&format!("task.{key}"), files, &temp.join(sub))?;
         }
+    }
+    if let Some(judge) = object.get("judge") {
+        if let Some(taken) = judge.as_object().and_then(|files| {
+            files
+                .keys()
+                .find(|name| TASK_NAMES.contains(&name.split('/').next().unwrap_or_default()))
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "field `task.judge`: `{taken}` is a name of the task's own files; expected the \
+                 judge's files (rubric.md, expected_behavior.md) under other names"
+            )));
+        }
+        write_files("task.judge", judge, &temp)?;
     }
     if let Some(expected) = object.get("expected") {
         let path = temp.join("expected.json");

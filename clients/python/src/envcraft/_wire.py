@@ -227,20 +227,37 @@ def _seed_of(obj: Mapping[str, Any]) -> Optional[int]:
 @dataclass(frozen=True)
 class Verdict:
     """The score of a session's workspace: ``reward`` in [0, 1], ``passed`` when every check
-    passed, and the checks themselves."""
+    passed, and the checks themselves.
 
-    reward: float
+    ``reward`` is ``None`` when a part of the task's verifier did not run (an LLM judge with no
+    endpoint, or one that gave no score): ``not_run`` names those parts, their checks say why,
+    and ``partial_reward`` is the weighted score of the parts that ran. It is never a 0 then."""
+
+    reward: Optional[float]
     passed: bool
     checks: List[Dict[str, Any]] = field(default_factory=list)
+    not_run: List[str] = field(default_factory=list)
+    partial_reward: Optional[float] = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Verdict":
         reward = field_of(obj, "reward")
+        not_run = list(obj.get("not_run") or [])
+        partial = obj.get("partial_reward")
+        if reward is None and not not_run:
+            raise ProtocolError("protocol", "answer's verdict has no reward and names no part not run", 200)
         return cls(
-            reward=float(reward) if reward is not None else 0.0,
+            reward=float(reward) if reward is not None else None,
             passed=bool(obj.get("passed", False)),
             checks=list(obj.get("checks") or []),
+            not_run=not_run,
+            partial_reward=float(partial) if partial is not None else None,
         )
+
+    @property
+    def scored(self) -> bool:
+        """Whether every part of the verifier ran, so that ``reward`` is a score."""
+        return self.reward is not None
 
     @property
     def failed_checks(self) -> List[Dict[str, Any]]:

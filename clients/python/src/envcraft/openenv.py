@@ -58,7 +58,7 @@ class EnvcraftResourceSession(ResourceSession):
         return VerifyResult(
             env_reward=verdict.reward,
             done=True,
-            metrics={"passed": verdict.passed, "failed_checks": len(verdict.failed_checks)},
+            metrics={"passed": verdict.passed, "failed_checks": len(verdict.failed_checks), "not_run": verdict.not_run},
             artifacts={"checks": verdict.checks},
         )
 
