@@ -8,10 +8,14 @@
 //! - `deterministic`: the reference solution run twice gives the same final manifest;
 //! - `sensitive`: flipping one byte of any file the manifest checks makes the verifier fail (a
 //!   grader-only task: flipping some changed file must);
-//! - `template_unchanged`: the environment's and the task's files hash the same afterwards.
+//! - `template_unchanged`: the environment's and the task's files hash the same afterwards;
+//! - `rubric` (with a judge endpoint): EnvCraft's rubric inspection ([`inspection`]), kept at
+//!   3, 3 and at least 2, the scores in the report.
 //!
 //! Sessions are started here, so an audit must run in a single-threaded process; `--jobs`
 //! runs tasks in parallel child processes.
+
+pub mod inspection;
 
 use std::path::Path;
 use std::time::Instant;
@@ -20,7 +24,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::session::{Session, SessionError, SessionOptions};
-use crate::spec::task::{TaskSpec, VerifierKind};
+use crate::spec::task::TaskSpec;
 use crate::verify::{EntryKind, Expected, Manifest};
 
 /// One check of one task.
@@ -29,6 +33,9 @@ pub struct AuditCheck {
     pub name: &'static str,
     pub passed: bool,
     pub detail: String,
+    /// The rubric inspection's scores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scores: Option<serde_json::Value>,
 }
 
 /// The audit of one task.
@@ -42,14 +49,18 @@ pub struct TaskAudit {
     pub duration_ms: u64,
 }
 
-pub const CHECKS: [&str; 6] = [
+pub const CHECKS: [&str; 7] = [
     "spec",
     "reference",
     "no_false_positive",
     "deterministic",
     "sensitive",
     "template_unchanged",
+    INSPECTION,
 ];
+
+/// The check made only with a judge endpoint.
+pub const INSPECTION: &str = "rubric";
 
 fn check(name: &'static str, result: Result<String, String>) -> AuditCheck {
     match result {
@@ -57,11 +68,13 @@ fn check(name: &'static str, result: Result<String, String>) -> AuditCheck {
             name,
             passed: true,
             detail,
+            scores: None,
         },
         Err(detail) => AuditCheck {
             name,
             passed: false,
             detail,
+            scores: None,
         },
     }
 }
@@ -119,8 +132,9 @@ fn flip_command(path: &str) -> String {
 pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
     let started = Instant::now();
     let mut checks = Vec::new();
+    let expected_checks = CHECKS.len() - usize::from(options.judge.is_none());
     let finish = |task: String, env: String, checks: Vec<AuditCheck>| {
-        let passed = checks.len() == CHECKS.len() && checks.iter().all(|c| c.passed);
+        let passed = checks.len() == expected_checks && checks.iter().all(|c| c.passed);
         TaskAudit {
             task,
             env,
@@ -140,7 +154,7 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
                 return Err("no solution.jsonl: the reference solution is needed".into());
             }
             task.solution_steps().map_err(|e| crate::error::chain(&e))?;
-            if task.verifier.kind != VerifierKind::Command {
+            if task.verifier.has_manifest() {
                 Expected::load(&task.dir.join("expected.json")).map_err(|e| {
                     format!(
                         "{} (write it with `envcraft record`)",
@@ -245,12 +259,13 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
     ));
 
     // sensitive
-    let targets: Vec<String> = match task.verifier.kind {
-        VerifierKind::Command => reference
+    let by_manifest = task.verifier.has_manifest();
+    let targets: Vec<String> = match by_manifest {
+        false => reference
             .changes()
             .map(|c| c.added.into_iter().chain(c.modified).collect())
             .unwrap_or_default(),
-        _ => Expected::load(&task.dir.join("expected.json"))
+        true => Expected::load(&task.dir.join("expected.json"))
             .map(|e| {
                 e.files
                     .iter()
@@ -282,16 +297,14 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
             Err(e) => missed.push(format!("{path} ({e})")),
         }
     }
-    let sensitive = match task.verifier.kind {
+    let sensitive = match by_manifest {
         _ if targets.is_empty() => Err("the verifier checks no file content".to_string()),
-        VerifierKind::Command if !caught.is_empty() => Ok(format!(
+        false if !caught.is_empty() => Ok(format!(
             "{} of {} changed files caught",
             caught.len(),
             targets.len()
         )),
-        VerifierKind::Command => {
-            Err("no flipped byte in a changed file made the grader fail".into())
-        }
+        false => Err("no flipped byte in a changed file made the verifier fail".into()),
         _ if missed.is_empty() => Ok(format!("{} checked files, every flip caught", caught.len())),
         _ => Err(format!(
             "a flipped byte went unnoticed in: {}",
@@ -318,6 +331,32 @@ pub fn audit_task(dir: &Path, options: &SessionOptions) -> TaskAudit {
             (Err(e), _) | (_, Err(e)) => Err(e),
         },
     ));
+    if let Some(endpoint) = &options.judge {
+        checks.push(match inspection::inspect(&task, endpoint) {
+            Ok(found) => AuditCheck {
+                name: INSPECTION,
+                passed: found.kept(),
+                detail: format!(
+                    "solvability {}, validation integrity {}, data consistency {}: {}{}",
+                    found.task_solvability,
+                    found.validation_integrity,
+                    found.data_consistency,
+                    if found.kept() {
+                        "kept"
+                    } else {
+                        "not kept (3, 3 and at least 2 are)"
+                    },
+                    if found.notes.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", found.notes)
+                    }
+                ),
+                scores: Some(found.scores()),
+            },
+            Err(why) => check(INSPECTION, Err(format!("not run: {why}"))),
+        });
+    }
     finish(name, task.env.name.clone(), checks)
 }
 
@@ -344,6 +383,12 @@ pub fn summary(audits: &[TaskAudit]) -> serde_json::Value {
     };
     let per_check: serde_json::Map<String, serde_json::Value> = CHECKS
         .iter()
+        .filter(|name| {
+            **name != INSPECTION
+                || audits
+                    .iter()
+                    .any(|a| a.checks.iter().any(|c| c.name == INSPECTION))
+        })
         .map(|name| {
             let passed = audits
                 .iter()

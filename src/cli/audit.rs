@@ -27,6 +27,10 @@ pub struct AuditArgs {
     pub skills: SkillsDir,
     #[command(flatten)]
     pub state_dir: StateDir,
+    /// With --judge-url: judge tasks are judged, and each task gets EnvCraft's rubric
+    /// inspection (check `rubric`).
+    #[command(flatten)]
+    pub judge: super::judge_args::JudgeArgs,
 }
 
 /// One task audited by a child `envcraft audit --json TASK`.
@@ -40,6 +44,7 @@ fn spawn(task: &Path, args: &AuditArgs) -> std::io::Result<Child> {
     if let Some(state) = &args.state_dir.path {
         cmd.arg("--state-dir").arg(state);
     }
+    cmd.args(args.judge.to_args());
     cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
 }
 
@@ -52,6 +57,7 @@ fn collect(child: Child, task: &Path) -> TaskAudit {
             name: "spec",
             passed: false,
             detail,
+            scores: None,
         }],
         duration_ms: 0,
     };
@@ -77,6 +83,7 @@ fn collect(child: Child, task: &Path) -> TaskAudit {
                         name,
                         passed: c["passed"].as_bool().unwrap_or(false),
                         detail: c["detail"].as_str().unwrap_or_default().to_string(),
+                        scores: c.get("scores").cloned(),
                     })
                 })
                 .collect(),
@@ -101,6 +108,10 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         policy: None,
         binds: Vec::new(),
         judge: None,
+    };
+    let options = crate::session::SessionOptions {
+        judge: args.judge.endpoint(&options.state_root)?,
+        ..options
     };
     let mut audits = Vec::new();
     if args.jobs <= 1 || tasks.len() <= 1 {

@@ -427,18 +427,15 @@ impl DocumentPlan {
             content: Content::Text(source_text),
         });
         let grader = task_dir.join("grader");
-        match verifier_py {
-            Some(code) => {
-                files.push(PlannedFile {
-                    path: grader.join("grade.py"),
-                    content: Content::Text(format!("{code}\n")),
-                });
-                files.push(PlannedFile {
-                    path: grader.join("run.py"),
-                    content: Content::Text(RUN_PY.into()),
-                });
-            }
-            None => {}
+        if let Some(code) = verifier_py {
+            files.push(PlannedFile {
+                path: grader.join("grade.py"),
+                content: Content::Text(format!("{code}\n")),
+            });
+            files.push(PlannedFile {
+                path: grader.join("run.py"),
+                content: Content::Text(RUN_PY.into()),
+            });
         }
         if needs_judge {
             files.push(PlannedFile {

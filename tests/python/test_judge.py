@@ -263,3 +263,27 @@ def test_a_server_session_is_judged_with_the_servers_endpoint(envcraft_binary):
     finally:
         server.stop()
         stub.close()
+
+
+@pytest.mark.parametrize("scores, kept", [((3, 3, 2), True), ((3, 2, 3), False)], ids=["kept", "not-kept"])
+def test_audit_adds_envcrafts_rubric_inspection_with_the_scores(envcraft_binary, tmp_path, scores, kept):
+    answer = dict(zip(["task_solvability", "validation_integrity", "data_consistency"], scores), notes="checked")
+    stub = StubJudge([("answer", json.dumps(answer))])
+    task = Path(__file__).resolve().parents[2] / "workspaces" / "example" / "tasks" / "extract-todos"
+    try:
+        done = subprocess.run([str(envcraft_binary), "audit", str(task), "--json", "--state-dir", str(tmp_path / "state"),
+                               "--skills", str(task.parents[3] / "skills"), *flags(stub)],
+                              capture_output=True, text=True, timeout=300)
+        report = json.loads(done.stdout)
+        audited = report["tasks"][0]
+        rubric = next(c for c in audited["checks"] if c["name"] == "rubric")
+        assert rubric["passed"] is kept, rubric
+        assert rubric["scores"] == {**dict(zip(["task_solvability", "validation_integrity", "data_consistency"], scores)), "kept": kept, "notes": "checked"}
+        others = [c for c in audited["checks"] if c["name"] != "rubric"]
+        assert len(others) == 6 and all(c["passed"] for c in others), others
+        assert audited["passed"] is kept and (done.returncode == 0) is kept, done.stderr
+        assert "rubric" in report["summary"]["check_pass_rates"], report["summary"]
+        prompt = stub.requests[0]["body"]["messages"][0]["content"]
+        assert "## Prompt (turn 1)" in prompt and "## Verifier" in prompt and "## Reference solution" in prompt, prompt
+    finally:
+        stub.close()

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::answer::{self, AnswerError, Judgment};
+use super::answer::{self, Judgment};
 
 /// The longest a `Retry-After` is waited for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -59,15 +59,15 @@ pub enum EndpointError {
         body: String,
     },
     #[error("the judge's answer could not be read as a score after {attempts} attempt(s): {last}")]
-    Unreadable { attempts: u32, last: AnswerError },
+    Unreadable { attempts: u32, last: String },
     #[error("the judge's HTTP client could not be made: {0}")]
     Client(String),
 }
 
-/// A judgment and whether it came from the cache.
+/// An answer, read, and whether it came from the cache.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answered {
-    pub judgment: Judgment,
+pub struct Answered<T = Judgment> {
+    pub judgment: T,
     pub cached: bool,
     /// The cache key: the SHA-256 of the URL and the request's bytes.
     pub request_sha256: String,
@@ -109,12 +109,25 @@ impl Endpoint {
         body.to_string().into_bytes()
     }
 
-    /// Ask the judge about `prompt` (or take the cached answer to the same request).
+    /// Ask the judge about `prompt` (or take the cached answer to the same request), its
+    /// answer read as PinchBench reads it.
     pub fn ask(&self, prompt: &str) -> Result<Answered, EndpointError> {
+        self.ask_as(prompt, |text| {
+            answer::parse(text).map_err(|e| e.to_string())
+        })
+    }
+
+    /// Ask about `prompt`, the answer read by `read` (an answer it refuses is asked again, and
+    /// never cached).
+    pub fn ask_as<T>(
+        &self,
+        prompt: &str,
+        read: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Answered<T>, EndpointError> {
         let body = self.request_body(prompt);
         let key =
             crate::verify::sha256_hex(&[self.completions_url().as_bytes(), b"\n", &body].concat());
-        if let Some(judgment) = self.cached(&key) {
+        if let Some(judgment) = self.cached(&key, &read) {
             return Ok(Answered {
                 judgment,
                 cached: true,
@@ -138,7 +151,7 @@ impl Endpoint {
         let mut last_error = String::new();
         for attempt in 1..=self.attempts.max(1) {
             let pause = match self.attempt(client, &body) {
-                Attempt::Answer(text) => match answer::parse(&text) {
+                Attempt::Answer(text) => match read(&text) {
                     Ok(judgment) => {
                         self.store(&key, &body, &text);
                         return Ok(Answered {
@@ -228,10 +241,10 @@ impl Endpoint {
             .map(|d| d.join(format!("{key}.json")))
     }
 
-    fn cached(&self, key: &str) -> Option<Judgment> {
+    fn cached<T>(&self, key: &str, read: impl Fn(&str) -> Result<T, String>) -> Option<T> {
         let text = std::fs::read_to_string(self.cache_path(key)?).ok()?;
         let entry: Value = serde_json::from_str(&text).ok()?;
-        answer::parse(entry.get("answer")?.as_str()?).ok()
+        read(entry.get("answer")?.as_str()?).ok()
     }
 
     /// Keep an answer; a cache that cannot be written costs a request next time, nothing more.
