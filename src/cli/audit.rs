@@ -110,7 +110,10 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         judge: None,
     };
     let options = crate::session::SessionOptions {
-        judge: args.judge.endpoint(&options.state_root)?,
+        judge: args
+            .judge
+            .endpoint(&options.state_root)?
+            .map(std::sync::Arc::new),
         ..options
     };
     let mut audits = Vec::new();

@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -67,7 +66,7 @@ pub enum JudgeArgsError {
 impl JudgeArgs {
     /// The endpoint these flags name (none without `--judge-url`), caching under
     /// `state_root/judge-cache/`.
-    pub fn endpoint(&self, state_root: &Path) -> Result<Option<Arc<Endpoint>>, Error> {
+    pub fn endpoint(&self, state_root: &Path) -> Result<Option<Endpoint>, Error> {
         let (url, model) = match (&self.judge_url, &self.judge_model) {
             (None, None) => return Ok(None),
             (None, Some(_)) => return Err(JudgeArgsError::NoUrl.into()),
@@ -104,7 +103,7 @@ impl JudgeArgs {
             }
             endpoint.key = Some(key.to_string());
         }
-        Ok(Some(Arc::new(endpoint)))
+        Ok(Some(endpoint))
     }
 
     /// The same flags for a child `envcraft run` (a suite's).

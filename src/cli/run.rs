@@ -42,7 +42,10 @@ impl RunArgs {
     /// The session's options: the state root's, the judge's.
     fn session_options(&self) -> Result<crate::session::SessionOptions, Error> {
         let mut options = self.session.options(&self.task)?;
-        options.judge = self.judge.endpoint(&options.state_root)?;
+        options.judge = self
+            .judge
+            .endpoint(&options.state_root)?
+            .map(std::sync::Arc::new);
         Ok(options)
     }
 }

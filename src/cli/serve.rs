@@ -11,6 +11,9 @@ use crate::cli::error::Error;
 use crate::server::{self, ServeConfig};
 use crate::session::SessionOptions;
 
+/// What a verify's judge leaves of the request's deadline for the rest of the answer.
+const JUDGE_ANSWER_SECS: u64 = 30;
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on (loopback by default; port 0 picks a free one).
@@ -128,10 +131,19 @@ pub fn run(args: ServeArgs) -> Result<i32, Error> {
         binds: Vec::new(),
         judge: None,
     };
-    let options = SessionOptions {
-        judge: args.judge.endpoint(&options.state_root)?,
-        ..options
-    };
+    // A verify's judge ends before the request's deadline (with time left to answer).
+    let judge = args
+        .judge
+        .endpoint(&options.state_root)?
+        .map(|mut endpoint| {
+            endpoint.budget = Some(Duration::from_secs(
+                args.request_timeout
+                    .saturating_sub(JUDGE_ANSWER_SECS)
+                    .max(1),
+            ));
+            std::sync::Arc::new(endpoint)
+        });
+    let options = SessionOptions { judge, ..options };
     server::run(config, options)?;
     Ok(0)
 }

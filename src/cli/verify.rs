@@ -91,7 +91,7 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
             transcript: args.transcript.as_deref(),
             workspace: Some(&workspace),
         };
-        verify::judge::judge(endpoint.as_deref(), spec, &run)
+        verify::judge::judge(endpoint.as_ref(), spec, &run)
     });
     let verdict = verify::combine(
         &verifier,

@@ -287,3 +287,26 @@ def test_audit_adds_envcrafts_rubric_inspection_with_the_scores(envcraft_binary,
         assert "## Prompt (turn 1)" in prompt and "## Verifier" in prompt and "## Reference solution" in prompt, prompt
     finally:
         stub.close()
+
+
+def test_a_servers_judge_ends_before_the_requests_deadline(envcraft_binary):
+    why = serve_available(envcraft_binary)
+    require(why is None, why or "")
+    # --request-timeout 36 leaves the judge 6 s: the first attempt (4 s), a pause, a second
+    # cut short; not the 5 x 4 s the flags would allow.
+    stub = StubJudge([("sleep", 5, json.dumps(GOOD))])
+    server = RealServer(envcraft_binary, ["--judge-url", stub.url, "--judge-model", "m", "--judge-timeout", "4",
+                                          "--judge-attempts", "5", "--request-timeout", "36"])
+    task = {"env": "example", "prompt": "p", "verifier": {"kind": "judge", "judge": {"rubric": "rubric.md"}},
+            "judge": {"rubric.md": "- anything"}}
+    try:
+        with envcraft.Client(server.url) as client, client.create(task) as s:
+            started = time.monotonic()
+            verdict = s.verify()
+            took = time.monotonic() - started
+            assert verdict.reward is None and verdict.not_run == ["judge"], verdict
+            assert took < 12, took
+            assert len(stub.requests) == 2, stub.requests
+    finally:
+        server.stop()
+        stub.close()

@@ -40,6 +40,9 @@ pub struct Endpoint {
     pub seed: u64,
     /// Where answers are cached; `None`: no cache.
     pub cache_dir: Option<PathBuf>,
+    /// The most one `ask` may take, attempts and pauses included (a server's request
+    /// deadline); `None`: attempts × timeout and the pauses.
+    pub budget: Option<Duration>,
     client: OnceLock<Result<reqwest::blocking::Client, String>>,
 }
 
@@ -90,6 +93,7 @@ impl Endpoint {
             attempts: 4,
             seed: 0,
             cache_dir: None,
+            budget: None,
             client: OnceLock::new(),
         }
     }
@@ -149,8 +153,18 @@ impl Endpoint {
         let mut backoff = FIRST_BACKOFF;
         let mut last_unreadable = None;
         let mut last_error = String::new();
+        let started = std::time::Instant::now();
+        let mut made = 0;
         for attempt in 1..=self.attempts.max(1) {
-            let pause = match self.attempt(client, &body) {
+            let timeout = match self.budget {
+                Some(budget) => match budget.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => left.min(self.timeout),
+                    _ => break,
+                },
+                None => self.timeout,
+            };
+            made = attempt;
+            let pause = match self.attempt(client, &body, timeout) {
                 Attempt::Answer(text) => match read(&text) {
                     Ok(judgment) => {
                         self.store(&key, &body, &text);
@@ -173,26 +187,39 @@ impl Endpoint {
                 Attempt::Fail(e) => return Err(e),
             };
             if attempt < self.attempts {
-                std::thread::sleep(pause.unwrap_or(backoff).min(MAX_RETRY_AFTER));
+                let pause = pause.unwrap_or(backoff).min(MAX_RETRY_AFTER);
+                if self
+                    .budget
+                    .is_some_and(|budget| started.elapsed() + pause >= budget)
+                {
+                    break;
+                }
+                std::thread::sleep(pause);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
         Err(match last_unreadable {
             Some(last) => EndpointError::Unreadable {
-                attempts: self.attempts,
+                attempts: made,
                 last,
             },
             None => EndpointError::Unreachable {
                 url: self.completions_url(),
-                attempts: self.attempts,
+                attempts: made,
                 last: last_error,
             },
         })
     }
 
-    fn attempt(&self, client: &reqwest::blocking::Client, body: &[u8]) -> Attempt {
+    fn attempt(
+        &self,
+        client: &reqwest::blocking::Client,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Attempt {
         let mut request = client
             .post(self.completions_url())
+            .timeout(timeout)
             .header("content-type", "application/json")
             .body(body.to_vec());
         if let Some(key) = &self.key {
