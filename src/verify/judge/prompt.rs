@@ -145,36 +145,55 @@ fn py_str(value: &Value) -> String {
 /// `repr(value)` in Python for a value parsed from JSON (dicts keep the order they have).
 pub fn py_repr(value: &Value) -> String {
     let mut out = String::new();
-    write_repr(value, &mut out);
+    write_python(value, Form::Repr, &mut out);
     out
 }
 
-fn write_repr(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => out.push_str(&py_number(n)),
-        Value::String(s) => write_str_repr(s, out),
-        Value::Array(items) => {
+/// `json.dumps(value)` in Python: `", "` and `": "` separators, non-ASCII as `\uXXXX`.
+pub fn py_json_dumps(value: &Value) -> String {
+    let mut out = String::new();
+    write_python(value, Form::Dumps, &mut out);
+    out
+}
+
+/// Which of Python's two printed forms of a value.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    Repr,
+    Dumps,
+}
+
+fn write_python(value: &Value, form: Form, out: &mut String) {
+    let string = |s: &str, out: &mut String| match form {
+        Form::Repr => write_str_repr(s, out),
+        Form::Dumps => write_dumps_str(s, out),
+    };
+    match (value, form) {
+        (Value::Null, Form::Repr) => out.push_str("None"),
+        (Value::Null, Form::Dumps) => out.push_str("null"),
+        (Value::Bool(b), Form::Repr) => out.push_str(if *b { "True" } else { "False" }),
+        (Value::Bool(b), Form::Dumps) => out.push_str(if *b { "true" } else { "false" }),
+        (Value::Number(n), _) => out.push_str(&py_number(n)),
+        (Value::String(s), _) => string(s, out),
+        (Value::Array(items), _) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_repr(item, out);
+                write_python(item, form, out);
             }
             out.push(']');
         }
-        Value::Object(map) => {
+        (Value::Object(map), _) => {
             out.push('{');
             for (i, (key, item)) in map.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_str_repr(key, out);
+                string(key, out);
                 out.push_str(": ");
-                write_repr(item, out);
+                write_python(item, form, out);
             }
             out.push('}');
         }
@@ -231,51 +250,6 @@ fn write_str_repr(s: &str, out: &mut String) {
         }
     }
     out.push(quote);
-}
-
-/// `json.dumps(value)` in Python: `", "` and `": "` separators, non-ASCII as `\uXXXX`.
-pub fn py_json_dumps(value: &Value) -> String {
-    let mut out = String::new();
-    write_dumps(value, &mut out);
-    out
-}
-
-fn write_dumps(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if n.is_f64() {
-                let s = py_number(n);
-                out.push_str(&s);
-            } else {
-                out.push_str(&n.to_string());
-            }
-        }
-        Value::String(s) => write_dumps_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_dumps(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_dumps_str(key, out);
-                out.push_str(": ");
-                write_dumps(item, out);
-            }
-            out.push('}');
-        }
-    }
 }
 
 fn write_dumps_str(s: &str, out: &mut String) {
