@@ -73,6 +73,8 @@ pub enum Error {
     AgentWithActions,
     #[error("--agent openclaw needs --model-url URL (an OpenAI-compatible endpoint on loopback)")]
     NoModelUrl,
+    #[error(transparent)]
+    View(#[from] crate::view::ViewError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

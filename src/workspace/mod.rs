@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use copy::{copy_tree, keep_changes};
+pub use copy::{copy_tree, keep_bases, keep_changes};
 pub use tree::TreeError;
 
 /// Paths (relative to the workspace root, `/`-separated, sorted) that a run changed. Names
