@@ -159,8 +159,9 @@ pub fn kept_page(dir: &Path) -> Result<String, ViewError> {
 
 /// The page of a suite report; `kept_root` is where its runs were kept (`suite --keep`).
 pub fn suite_page(report: &Value, kept_root: Option<&Path>, page_dir: Option<&Path>) -> String {
+    let kept_root = kept_root.map(absolute);
     let link = |task: &Value| -> Option<String> {
-        let root = kept_root?;
+        let root = kept_root.as_deref()?;
         let rel = task["kept"].as_str()?;
         let target = root.join(rel).join(PAGE_NAME);
         let shown = match page_dir {
