@@ -79,7 +79,12 @@ fn summary(run: &Run) -> Html {
             None => "none".into(),
         })
         .raw("</span><span>")
-        .text(&format!("{} turns, {calls} tool calls", run.turns.len()))
+        .text(&format!(
+            "{} turn{}, {calls} tool call{}",
+            run.turns.len(),
+            if run.turns.len() == 1 { "" } else { "s" },
+            if calls == 1 { "" } else { "s" }
+        ))
         .raw("</span>");
     if let Some(s) = r["session"].as_str() {
         h.raw("<span>session ").text(s).raw("</span>");
@@ -155,10 +160,10 @@ fn turns(turns: &[Turn]) -> Html {
                     .raw("</span> ")
                     .text(&format!("{status}, {}", micros(call.duration_us)))
                     .raw("</summary><p class=\"label\">arguments</p>")
-                    .append(&html::pre("args", &args, CALL_BYTES))
+                    .append(&json_block("args", &args))
                     .raw("<p class=\"label\">result</p>");
                     match &call.result {
-                        Some(r) => h.append(&html::pre("result", r, CALL_BYTES)),
+                        Some(r) => h.append(&json_block("result", r)),
                         None => h.raw("<p class=\"note\">no result recorded</p>"),
                     };
                     h.raw("</details>");
@@ -171,6 +176,32 @@ fn turns(turns: &[Turn]) -> Html {
         h.raw("<p class=\"cut\">")
             .text(&format!("… {left_out} more tool calls not shown"))
             .raw("</p>");
+    }
+    h
+}
+
+/// A call's arguments or result: its JSON, with each multi-line string (a file's content, a
+/// command's output) taken out and shown as text beneath it, under its key.
+fn json_block(class: &str, text: &str) -> Html {
+    let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(text) else {
+        return html::pre(class, text, CALL_BYTES);
+    };
+    let mut blocks = Vec::new();
+    for (key, value) in map.iter_mut() {
+        if let Value::String(s) = value
+            && s.contains('\n')
+        {
+            let note = format!("({} bytes, below)", s.len());
+            blocks.push((key.clone(), std::mem::replace(s, note)));
+        }
+    }
+    let shown = serde_json::to_string_pretty(&map).unwrap_or_default();
+    let mut h = html::pre(class, &shown, CALL_BYTES);
+    for (key, s) in blocks {
+        h.raw("<p class=\"label\">")
+            .text(&key)
+            .raw("</p>")
+            .append(&html::pre(&format!("{class} text"), &s, CALL_BYTES));
     }
     h
 }
