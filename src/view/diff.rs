@@ -131,8 +131,9 @@ mod tests {
                 Same("7"),
                 Same("8"),
                 Same("9"),
-                Skipped(1)
-            ]
+                Same("10")
+            ],
+            "one unchanged line is shown, not skipped"
         );
     }
 

@@ -236,19 +236,5 @@ fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, ViewError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_relative_link_climbs_out_of_the_pages_directory() {
-        assert_eq!(
-            relative(Path::new("/a/b/out"), Path::new("/a/b/kept/e/t/view.html")),
-            PathBuf::from("../kept/e/t/view.html")
-        );
-        assert_eq!(
-            relative(Path::new("/a"), Path::new("/a/x.html")),
-            PathBuf::from("x.html")
-        );
-        assert_eq!(absolute(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
-    }
-}
+#[path = "tests.rs"]
+mod tests;

@@ -41,6 +41,8 @@ pub fn document(title: &str, body: &Html) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]

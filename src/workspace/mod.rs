@@ -154,6 +154,25 @@ mod tests {
         assert!(matches!(err, Err(WorkspaceError::KeepTargetNotEmpty(_))));
     }
 
+    #[test]
+    fn keep_bases_takes_each_original_from_the_topmost_layer_that_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (task, env, out) = (
+            dir.path().join("task"),
+            dir.path().join("env"),
+            dir.path().join("out"),
+        );
+        write(&task.join("a/over.txt"), "task's");
+        write(&env.join("a/over.txt"), "env's");
+        write(&env.join("b/only.txt"), "env only");
+        let paths = ["a/over.txt", "b/only.txt", "gone.txt"].map(String::from);
+        keep_bases(&[task, env], &paths, &out).unwrap();
+        let read = |p: &str| fs::read_to_string(out.join("base").join(p)).unwrap();
+        assert_eq!(read("a/over.txt"), "task's");
+        assert_eq!(read("b/only.txt"), "env only");
+        assert!(!out.join("base/gone.txt").exists());
+    }
+
     /// Build `depth` nested directories below `root` by walking down with descriptors, as an
     /// agent can: the full path grows past PATH_MAX.
     fn deep_tree(root: &Path, depth: usize) {
