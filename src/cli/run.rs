@@ -247,8 +247,17 @@ fn keep_report(dir: &std::path::Path, report: &Value, durations: &[u64]) -> Resu
     let mut text = crate::json::to_vec(&kept);
     text.push(b'\n');
     std::fs::write(dir.join("report.json"), text).map_err(Error::Output)?;
-    let page = crate::view::kept_page(dir)?;
-    std::fs::write(dir.join(crate::view::PAGE_NAME), page).map_err(Error::Output)?;
+    // The run is done and kept: a page that cannot be made is said, not the run's failure.
+    match crate::view::kept_page(dir) {
+        Ok(page) => {
+            std::fs::write(dir.join(crate::view::PAGE_NAME), page).map_err(Error::Output)?
+        }
+        Err(e) => eprintln!(
+            "envcraft: warning: no {}: {}",
+            crate::view::PAGE_NAME,
+            crate::error::chain(&e)
+        ),
+    }
     Ok(())
 }
 

@@ -127,7 +127,16 @@ pub fn kept_page(dir: &Path) -> Result<String, ViewError> {
     };
     let report = json("report.json")?;
     let changes = json("changes.json")?;
-    let transcript = kept.file("transcript.jsonl", KEPT_FILE_BYTES)?;
+    // A transcript is bounded by its policy (`transcript_bytes`), which may allow more than a
+    // page reads: then its head is shown, with a note.
+    let (transcript, transcript_cut) = match kept.entry("transcript.jsonl", KEPT_FILE_BYTES) {
+        Some(kept::Entry::File { size, head }) => {
+            let cut = size > head.len() as u64;
+            (Some(head), cut)
+        }
+        Some(_) => return Err(ViewError::NotAFile(dir.join("transcript.jsonl"))),
+        None => (None, false),
+    };
     if report.is_none() && changes.is_none() && transcript.is_none() {
         return Err(ViewError::NotARun(dir.to_path_buf()));
     }
@@ -135,6 +144,19 @@ pub fn kept_page(dir: &Path) -> Result<String, ViewError> {
     let mut turns = transcript
         .map(|t| turns::from_transcript(&html::lossless(&t)))
         .unwrap_or_default();
+    if transcript_cut {
+        let note = turns::Item::Event(format!(
+            "the transcript past its first {} is not shown",
+            html::size(KEPT_FILE_BYTES as u64)
+        ));
+        match turns.last_mut() {
+            Some(turn) => turn.items.push(note),
+            None => turns.push(turns::Turn {
+                prompt: None,
+                items: vec![note],
+            }),
+        }
+    }
     // The calls' times, in the order of the calls (a replay's: an agent's run has none).
     let times: Vec<Option<u64>> = report["call_us"]
         .as_array()
