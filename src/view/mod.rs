@@ -164,7 +164,8 @@ pub fn kept_page(dir: &Path) -> Result<String, ViewError> {
         .flatten()
         .map(Value::as_u64)
         .collect();
-    if times.len() == turns::calls_mut(&mut turns).count() {
+    // A transcript cut at its limit holds the first calls only: their times are the first.
+    if times.len() >= turns::calls_mut(&mut turns).count() {
         for (call, us) in turns::calls_mut(&mut turns).zip(times) {
             call.duration_us = us;
         }

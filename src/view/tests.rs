@@ -164,3 +164,27 @@ fn a_directory_that_is_no_run_is_refused() {
     fs::write(dir.path().join("report.json"), "{").unwrap();
     assert!(matches!(kept_page(dir.path()), Err(ViewError::Json { .. })));
 }
+
+#[test]
+fn a_run_json_file_is_shown_from_its_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.json");
+    let report = json!({
+        "task": "e/t", "reward": 1.0, "passed": true, "checks": [],
+        "changes": {"added": ["a.txt"], "modified": [], "deleted": []},
+        "actions": [
+            {"tool": "write", "args": {"path": "a.txt", "content": PAYLOAD}, "result": {"ok": true}, "duration_us": 40},
+            {"next_turn": "again"},
+            {"tool": "exec", "args": {"command": "false"}, "result": {"ok": false}, "duration_us": 9},
+        ]
+    });
+    fs::write(&path, report.to_string()).unwrap();
+    let page = render(&path, None).unwrap();
+    assert!(page.contains("id=\"call-1\" data-tool=\"write\""));
+    assert!(page.contains("class=\"call failed\" id=\"call-2\" data-tool=\"exec\""));
+    assert!(page.contains("2 turns, 2 tool calls"));
+    assert!(page.contains("a.txt"));
+    assert!(!page.contains("<script"));
+    fs::write(&path, json!({"tasks": 1}).to_string()).unwrap();
+    assert!(matches!(render(&path, None), Err(ViewError::NotARun(_))));
+}
