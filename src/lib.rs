@@ -40,6 +40,9 @@
 //!   [`session`]): a registry of sessions, deadlines, auth, metrics, drain on SIGTERM.
 //! - [`fuzz_targets`]: one entry per parser an outsider feeds (TOML, JSON, front matter,
 //!   patches, request bodies), from bytes, shared by `fuzz/` and the regression corpus test.
+//! - [`view`]: `envcraft view`: one self-contained HTML page of a kept run or a suite's report
+//!   (turns, tool calls, the workspace diff, checks, timings), every string from the run
+//!   escaped, every read bounded, nothing loaded.
 //! - [`cli`]: the `envcraft` command line (a thin adapter over the modules above).
 //! - [`error`]: a leaf: an error and its causes as one line (`chain`, and `Chain` for logs).
 //!   The CLI's aggregate error and exit codes are `cli::error`'s.
@@ -51,7 +54,7 @@
 //! cli, fuzz_targets
 //! server
 //! mcp
-//! agent, audit, import   (import: spec and sys only)
+//! agent, audit, import, view   (import: spec and sys only; view: workspace only)
 //! session
 //! tools, verify
 //! sandbox
@@ -77,6 +80,7 @@ pub mod spec;
 pub mod sys;
 pub mod tools;
 pub mod verify;
+pub mod view;
 pub mod workspace;
 
 pub use cli::error::Error;

@@ -75,6 +75,8 @@ pub enum Error {
     NoModelUrl,
     #[error(transparent)]
     Judge(#[from] crate::cli::judge_args::JudgeArgsError),
+    #[error(transparent)]
+    View(#[from] crate::view::ViewError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
 }

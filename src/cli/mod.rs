@@ -20,6 +20,7 @@ mod suite;
 mod task_args;
 mod tools;
 mod verify;
+mod view;
 
 use clap::{Parser, Subcommand};
 
@@ -68,6 +69,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Serve one session of a task over MCP on stdin/stdout, for an agent harness.
     Mcp(mcp::McpArgs),
+    /// Write one self-contained HTML page of a kept run (`run --keep`) or a suite's `--json`.
+    View(view::ViewArgs),
     /// Manage the images a task's root filesystem can come from (import, ls, inspect, rm, gc).
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Import(args) => import::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::View(args) => view::run(args),
         Command::Image(command) => image::run(command),
     }
 }

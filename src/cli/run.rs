@@ -27,7 +27,9 @@ pub struct RunArgs {
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     pub json: bool,
-    /// Copy the changed files and the transcript to this (new or empty) directory.
+    /// Copy the changed files (and the originals of the modified and deleted ones), the
+    /// transcript and the report to this (new or empty) directory, with the run's page
+    /// (`view.html`, see `envcraft view`).
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
     #[command(flatten)]
@@ -220,6 +222,9 @@ fn finish(
     if let Some(agent) = agent {
         report["agent"] = agent;
     }
+    if let Some(dir) = &args.keep {
+        keep_report(dir, &report, &actions.durations)?;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         // `actions` first (the keys in serde_json's order), then the rest of the report.
@@ -259,6 +264,28 @@ fn finish(
     Ok(0)
 }
 
+/// Beside what `--keep` copied: `report.json` (the report, without the actions, with each
+/// call's time in `call_us`) and the run's page, `view.html`.
+fn keep_report(dir: &std::path::Path, report: &Value, durations: &[u64]) -> Result<(), Error> {
+    let mut kept = report.clone();
+    kept["call_us"] = json!(durations);
+    let mut text = crate::json::to_vec(&kept);
+    text.push(b'\n');
+    std::fs::write(dir.join("report.json"), text).map_err(Error::Output)?;
+    // The run is done and kept: a page that cannot be made is said, not the run's failure.
+    match crate::view::kept_page(dir) {
+        Ok(page) => {
+            std::fs::write(dir.join(crate::view::PAGE_NAME), page).map_err(Error::Output)?
+        }
+        Err(e) => eprintln!(
+            "envcraft: warning: no {}: {}",
+            crate::view::PAGE_NAME,
+            crate::error::chain(&e)
+        ),
+    }
+    Ok(())
+}
+
 /// The actions replayed so far, as the items of the report's JSON array, each written when it is
 /// made: a result may hold a whole file, and a long trajectory held as JSON values would cost
 /// far more memory (and the page faults of that growth would land in the next call's timing).
@@ -267,6 +294,8 @@ struct ActionLog {
     text: Vec<u8>,
     count: usize,
     failed: usize,
+    /// Each replayed call's time (µs), in order.
+    durations: Vec<u64>,
 }
 
 impl ActionLog {
@@ -276,6 +305,9 @@ impl ActionLog {
         }
         crate::json::write_value(&mut self.text, action);
         self.count += 1;
+        if let Some(us) = action["duration_us"].as_u64() {
+            self.durations.push(us);
+        }
         if action["result"]["ok"] == Value::Bool(false) {
             self.failed += 1;
         }

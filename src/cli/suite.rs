@@ -1,4 +1,5 @@
-//! `envcraft suite DIR [--jobs N] [--agent noop|reference|openclaw] [--json] [--report FILE]`:
+//! `envcraft suite DIR [--jobs N] [--agent noop|reference|openclaw] [--json] [--report FILE]
+//! [--keep DIR]`:
 //! run every task under DIR in its own session (in parallel child processes), verify each, and
 //! report per environment. DIR may also be a ClawGym or PinchBench task set, imported on the
 //! fly. With `--agent openclaw --model-url URL`, OpenClaw itself is each task's agent.
@@ -37,9 +38,14 @@ pub struct SuiteArgs {
     /// Print one JSON object (every task, and the totals).
     #[arg(long)]
     pub json: bool,
-    /// Also write the report as Markdown, with the failed checks spelled out.
+    /// Also write the report to FILE: an HTML page (see `envcraft view`) when FILE ends in
+    /// `.html` or `.htm`, else Markdown, with the failed checks spelled out.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Keep each task's run (`run --keep`) in DIR/ENV/TASK, its page in DIR/ENV/TASK/view.html;
+    /// the HTML report links to those pages. DIR must be new or empty.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
     #[command(flatten)]
     pub skills: SkillsDir,
     #[command(flatten)]
@@ -49,6 +55,8 @@ pub struct SuiteArgs {
 /// One task's run, as the suite keeps it.
 struct TaskRun {
     task: String,
+    /// Where the run was kept, relative to `--keep DIR` (`ENV/TASK`).
+    kept: Option<String>,
     env: String,
     reward: Option<f64>,
     passed: bool,
@@ -63,6 +71,20 @@ struct TaskRun {
     cleanup_ms: f64,
 }
 
+/// Where a task's run is kept beneath `--keep DIR`: `ENV/TASK`, from its directory's names.
+fn kept_name(task: &Path) -> String {
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        name(task.parent().and_then(Path::parent)),
+        name(Some(task))
+    )
+}
+
 fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg("run")
@@ -70,6 +92,9 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
         .arg("--json")
         .arg("--skills")
         .arg(&args.skills.path);
+    if let Some(keep) = &args.keep {
+        cmd.arg("--keep").arg(keep.join(kept_name(task)));
+    }
     match args.agent.as_str() {
         "noop" => {
             cmd.arg("--actions").arg(noop);
@@ -83,7 +108,7 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
 }
 
-fn collect(child: Child, task: &Path) -> TaskRun {
+fn collect(child: Child, task: &Path, keep: bool) -> TaskRun {
     let fallback_env = task
         .parent()
         .and_then(Path::parent)
@@ -98,6 +123,7 @@ fn collect(child: Child, task: &Path) -> TaskRun {
     );
     let failed = |error: String| TaskRun {
         task: fallback_name.clone(),
+        kept: None,
         env: fallback_env.clone(),
         reward: None,
         passed: false,
@@ -144,6 +170,7 @@ fn collect(child: Child, task: &Path) -> TaskRun {
             .unwrap_or(&fallback_env)
             .to_string(),
         task: task_name,
+        kept: keep.then(|| kept_name(task)),
         reward: report["reward"].as_f64(),
         passed: report["passed"].as_bool().unwrap_or(false),
         not_run: report["not_run"]
@@ -273,6 +300,11 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
         return Err(Error::NoTasks(names.join(", ")));
     }
+    if let Some(keep) = &args.keep
+        && std::fs::read_dir(keep).is_ok_and(|mut d| d.next().is_some())
+    {
+        return Err(crate::workspace::WorkspaceError::KeepTargetNotEmpty(keep.clone()).into());
+    }
     let noop = tempfile::NamedTempFile::new().map_err(Error::Output)?;
     let tty = std::io::stderr().is_terminal();
     let mut runs = Vec::with_capacity(tasks.len());
@@ -290,7 +322,7 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
             break;
         }
         let (task, child) = running.remove(0);
-        let r = collect(child, &task);
+        let r = collect(child, &task, args.keep.is_some());
         let done = runs.len() + 1;
         let status = match r.reward {
             Some(x) => format!("reward {x:.3}"),
@@ -341,50 +373,21 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         "mean_verify_ms": mean(|r| r.verify_ms),
         "mean_cleanup_ms": mean(|r| r.cleanup_ms),
     });
+    let report = json_report(&args, &runs, totals);
     if let Some(path) = &args.report {
-        let mut md = format!(
-            "# envcraft suite ({} agent)\n\n{}\n",
-            args.agent,
-            table(&runs, true)
-        );
-        let failed: Vec<&TaskRun> = runs.iter().filter(|r| !r.passed).collect();
-        if !failed.is_empty() {
-            md.push_str("\n## Not passed\n\n");
-            for r in failed {
-                md.push_str(&format!("### {}\n\n", r.task));
-                if let Some(e) = &r.error {
-                    md.push_str(&format!("- error: {e}\n"));
-                }
-                for c in &r.failed_checks {
-                    md.push_str(&format!("- {c}\n"));
-                }
-                md.push('\n');
-            }
-        }
-        std::fs::write(path, md).map_err(Error::Output)?;
+        let html = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+        let text = if html {
+            let page_dir = path.parent().map(PathBuf::from).unwrap_or_default();
+            crate::view::suite_page(&report, args.keep.as_deref(), Some(&page_dir))
+        } else {
+            markdown(&args, &runs)
+        };
+        std::fs::write(path, text).map_err(Error::Output)?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        let tasks_json: Vec<Value> = runs
-            .iter()
-            .map(|r| {
-                json!({
-                    "task": r.task, "env": r.env, "reward": r.reward, "passed": r.passed,
-                    "not_run": r.not_run,
-                    "failed_checks": r.failed_checks, "error": r.error, "duration_ms": r.duration_ms,
-                    "create_ms": r.create_ms, "calls_ms": r.calls_ms, "verify_ms": r.verify_ms,
-                    "cleanup_ms": r.cleanup_ms,
-                })
-            })
-            .collect();
-        let envs: Vec<Value> = per_env(&runs)
-            .into_iter()
-            .map(|(env, (tasks, passed, reward, ms, scored))| {
-                json!({"env": env, "tasks": tasks, "passed": passed, "not_scored": tasks - scored,
-                       "mean_reward": reward / scored.max(1) as f64, "time_ms": ms})
-            })
-            .collect();
-        let report = json!({"agent": args.agent, "tasks": tasks_json, "environments": envs, "totals": totals});
         serde_json::to_writer(&mut out, &report).map_err(|e| Error::Output(e.into()))?;
         writeln!(out).map_err(Error::Output)?;
     } else {
@@ -392,11 +395,11 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         writeln!(
             out,
             "{:.1} tasks/s; per task: session {:.1} ms, calls {:.1} ms, verify {:.1} ms, cleanup {:.1} ms",
-            totals["tasks_per_s"].as_f64().unwrap_or(0.0),
-            totals["mean_create_ms"].as_f64().unwrap_or(0.0),
-            totals["mean_calls_ms"].as_f64().unwrap_or(0.0),
-            totals["mean_verify_ms"].as_f64().unwrap_or(0.0),
-            totals["mean_cleanup_ms"].as_f64().unwrap_or(0.0)
+            report["totals"]["tasks_per_s"].as_f64().unwrap_or(0.0),
+            report["totals"]["mean_create_ms"].as_f64().unwrap_or(0.0),
+            report["totals"]["mean_calls_ms"].as_f64().unwrap_or(0.0),
+            report["totals"]["mean_verify_ms"].as_f64().unwrap_or(0.0),
+            report["totals"]["mean_cleanup_ms"].as_f64().unwrap_or(0.0)
         )
         .map_err(Error::Output)?;
     }
@@ -408,4 +411,58 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
         _ => !runs.is_empty() && runs.iter().all(|r| r.passed),
     };
     Ok(if ok { 0 } else { 1 })
+}
+
+/// The `--json` object: every task, each environment, the totals (and with `--keep`, where the
+/// runs were kept: `kept` at the top, each task's `kept` beneath it).
+fn json_report(args: &SuiteArgs, runs: &[TaskRun], totals: Value) -> Value {
+    let tasks_json: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            json!({
+                "task": r.task, "env": r.env, "reward": r.reward, "passed": r.passed,
+                "not_run": r.not_run,
+                "failed_checks": r.failed_checks, "error": r.error, "duration_ms": r.duration_ms,
+                "create_ms": r.create_ms, "calls_ms": r.calls_ms, "verify_ms": r.verify_ms,
+                "cleanup_ms": r.cleanup_ms, "kept": r.kept,
+            })
+        })
+        .collect();
+    let envs: Vec<Value> = per_env(runs)
+        .into_iter()
+        .map(|(env, (tasks, passed, reward, ms, scored))| {
+            json!({"env": env, "tasks": tasks, "passed": passed, "not_scored": tasks - scored,
+                   "mean_reward": reward / scored.max(1) as f64, "time_ms": ms})
+        })
+        .collect();
+    let kept = args
+        .keep
+        .as_ref()
+        .map(|k| std::path::absolute(k).unwrap_or_else(|_| k.clone()));
+    json!({"agent": args.agent, "tasks": tasks_json, "environments": envs, "totals": totals,
+           "kept": kept.map(|k| k.to_string_lossy().into_owned())})
+}
+
+/// The Markdown report: the table, then each task not passed with its error and failed checks.
+fn markdown(args: &SuiteArgs, runs: &[TaskRun]) -> String {
+    let mut md = format!(
+        "# envcraft suite ({} agent)\n\n{}\n",
+        args.agent,
+        table(runs, true)
+    );
+    let failed: Vec<&TaskRun> = runs.iter().filter(|r| !r.passed).collect();
+    if !failed.is_empty() {
+        md.push_str("\n## Not passed\n\n");
+        for r in failed {
+            md.push_str(&format!("### {}\n\n", r.task));
+            if let Some(e) = &r.error {
+                md.push_str(&format!("- error: {e}\n"));
+            }
+            for c in &r.failed_checks {
+                md.push_str(&format!("- {c}\n"));
+            }
+            md.push('\n');
+        }
+    }
+    md
 }

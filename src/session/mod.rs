@@ -619,12 +619,25 @@ impl Session {
     /// Copy the changed files out (see `--keep`).
     pub fn keep_changes(&mut self, out: &Path) -> Result<(), SessionError> {
         // Frozen, so that what is kept is the state the change list describes.
-        self.sandbox.frozen(|sandbox| {
+        let changes = self.sandbox.frozen(|sandbox| {
             let changes = sandbox.changes()?;
-            sandbox.keep_changes(&changes, out)
+            sandbox.keep_changes(&changes, out).map(|()| changes)
         })?;
         let transcript = self.dir.path.join("transcript.jsonl");
         let _ = std::fs::copy(transcript, out.join("transcript.jsonl"));
+        // The originals of what changed, for a diff (see `workspace::keep_bases`).
+        let changed: Vec<String> = changes
+            .modified
+            .iter()
+            .chain(&changes.deleted)
+            .cloned()
+            .collect();
+        let mut layers = Vec::new();
+        if let Some(files) = &self.parts.task.files {
+            layers.push(files.clone());
+        }
+        layers.push(self.parts.task.env.files.clone());
+        crate::workspace::keep_bases(&layers, &changed, out).map_err(SandboxError::from)?;
         Ok(())
     }
 

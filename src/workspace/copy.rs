@@ -140,3 +140,36 @@ pub fn keep_changes(source: &Path, changes: &Changes, out: &Path) -> Result<(), 
     fs::write(&list_path, json).map_err(copy_err(source, &list_path))?;
     Ok(())
 }
+
+/// The most bytes of original files [`keep_bases`] copies.
+pub const BASES_MAX_BYTES: u64 = 256 << 20;
+
+/// Copy the original versions of `paths` (the modified and deleted ones of a run) from the
+/// template's layers (`layers`, the topmost first: a task's files, then its environment's) to
+/// `out/base/`, so that a kept run can be shown as a diff without its template. A path is taken
+/// from the first layer that has it; at most [`BASES_MAX_BYTES`] in all (the rest is not kept,
+/// and the viewer then names the file without its old content).
+pub fn keep_bases(layers: &[PathBuf], paths: &[String], out: &Path) -> Result<(), WorkspaceError> {
+    let base = out.join("base");
+    fs::create_dir_all(&base).map_err(read_err(out))?;
+    let dst = tree::open_root(&base)?;
+    let mut left: Vec<String> = paths.to_vec();
+    let mut copied = 0u64;
+    for layer in layers {
+        if left.is_empty() || copied >= BASES_MAX_BYTES {
+            break;
+        }
+        let src = tree::open_root(layer)?;
+        let options = CopyOptions {
+            layer: false,
+            setid: Setid::Drop,
+            max_bytes: BASES_MAX_BYTES - copied,
+        };
+        let report = tree::copy_paths(&src, &dst, &left, options)?;
+        copied += report.bytes;
+        let skipped: std::collections::BTreeSet<&String> =
+            report.skipped.iter().map(|(p, _)| p).collect();
+        left.retain(|p| skipped.contains(p));
+    }
+    Ok(())
+}

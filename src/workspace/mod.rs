@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use copy::{copy_tree, keep_changes};
+pub use copy::{copy_tree, keep_bases, keep_changes};
 pub use tree::TreeError;
 
 /// Paths (relative to the workspace root, `/`-separated, sorted) that a run changed. Names
@@ -152,6 +152,25 @@ mod tests {
         write(&dir.path().join("out/x"), "x");
         let err = keep_changes(dir.path(), &Changes::default(), &dir.path().join("out"));
         assert!(matches!(err, Err(WorkspaceError::KeepTargetNotEmpty(_))));
+    }
+
+    #[test]
+    fn keep_bases_takes_each_original_from_the_topmost_layer_that_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (task, env, out) = (
+            dir.path().join("task"),
+            dir.path().join("env"),
+            dir.path().join("out"),
+        );
+        write(&task.join("a/over.txt"), "task's");
+        write(&env.join("a/over.txt"), "env's");
+        write(&env.join("b/only.txt"), "env only");
+        let paths = ["a/over.txt", "b/only.txt", "gone.txt"].map(String::from);
+        keep_bases(&[task, env], &paths, &out).unwrap();
+        let read = |p: &str| fs::read_to_string(out.join("base").join(p)).unwrap();
+        assert_eq!(read("a/over.txt"), "task's");
+        assert_eq!(read("b/only.txt"), "env only");
+        assert!(!out.join("base/gone.txt").exists());
     }
 
     /// Build `depth` nested directories below `root` by walking down with descriptors, as an
