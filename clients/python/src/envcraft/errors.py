@@ -33,6 +33,7 @@ __all__ = [
     "TransportError",
     "AnswerLost",
     "ProtocolError",
+    "LocalServerError",
     "CATEGORY_ERRORS",
     "error_from_response",
     "parse_retry_after",
@@ -147,6 +148,12 @@ class AnswerLost(TransportError):
 
 class ProtocolError(EnvcraftError):
     """An answer that is not the server's JSON (a proxy's page, a truncated body)."""
+
+
+class LocalServerError(EnvcraftError):
+    """``Client.local()`` could not find or start its private ``envcraft serve``
+    (category ``local_server``; ``message`` says why, with the end of its standard error)."""
+
 
 
 CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
