@@ -175,3 +175,133 @@ def test_trl_pooled_instances_share_one_client_connection(local: envcraft.Client
             env.get_reward()
     client.close()
     assert len(connects) == 1, f"{len(connects)} connections for 24 sequential requests"
+
+
+# -- SkyRL ----------------------------------------------------------------------------------
+
+
+def hermes(step: Dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": step["tool"], "arguments": step["args"]}) + "\n</tool_call>"
+
+
+def openai_style(steps: List[Dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [
+        {"type": "function", "function": {"name": s["tool"], "arguments": json.dumps(s["args"])}} for s in steps
+    ]})
+
+
+def skyrl_episode(local: envcraft.Client, task: str, actions: List[str], **extras: Any) -> Dict[str, Any]:
+    skyrl_gym = need("skyrl_gym")
+    import envcraft.skyrl  # noqa: F401  (registers "envcraft")
+
+    env = skyrl_gym.make("envcraft", env_config={"url": local.url}, extras={"task": task, **extras})
+    conversation, meta = env.init([{"role": "user", "content": ""}])
+    assert conversation[0]["role"] == "system" and "<tools>" in conversation[0]["content"]
+    assert conversation[-1]["role"] == "user" and conversation[-1]["content"]
+    outs = []
+    for action in actions:
+        out = env.step(action)
+        outs.append(out)
+        if out["done"]:
+            break
+    metrics = env.get_metrics()
+    env.close()
+    return {"outs": outs, "meta": meta, "metrics": metrics, "first": conversation}
+
+
+def test_skyrl_reference_solution_scores_1(local: envcraft.Client) -> None:
+    task = TASKS[1]  # two turns: the answer after the first moves to the second prompt
+    steps = solution(task)
+    turn0 = [s for s in steps if s.get("turn", 0) == 0]
+    turn1 = [s for s in steps if s.get("turn", 0) == 1]
+    actions = [hermes(s) for s in turn0] + ["Emails 1 and 3 are read."] + [openai_style(turn1)] + ["Done."]
+    ep = skyrl_episode(local, task, actions, seed=5)
+    outs = ep["outs"]
+    assert [o["done"] for o in outs] == [False] * (len(actions) - 1) + [True]
+    for o in outs[: len(turn0)]:
+        [obs] = o["observations"]
+        assert obs["role"] == "user" and obs["content"].count("<tool_response>") == 1
+        assert json.loads(obs["content"].split("\n")[1])["ok"]
+    assert "archive" in outs[len(turn0)]["observations"][0]["content"]  # the second prompt
+    assert outs[len(turn0) + 1]["observations"][0]["content"].count("<tool_response>") == len(turn1)
+    assert [o["reward"] for o in outs[:-1]] == [0.0] * (len(outs) - 1)
+    assert outs[-1]["reward"] == 1.0
+    assert ep["metrics"]["tool_calls"] == len(steps) and ep["metrics"]["failed_tool_calls"] == 0
+
+
+def test_skyrl_empty_episode_scores_0_and_max_turns_ends_it(local: envcraft.Client) -> None:
+    ep = skyrl_episode(local, TASKS[0], ["I will not do it."])
+    assert ep["outs"][-1]["done"] and ep["outs"][-1]["reward"] == 0.0
+    looping = [hermes({"tool": "ls", "args": {"path": "inbox"}})] * 5
+    ep = skyrl_episode(local, TASKS[0], looping, max_turns=3)
+    assert [o["done"] for o in ep["outs"]] == [False, False, True]
+    assert ep["outs"][-1]["reward"] == 0.0
+
+
+def test_skyrl_bad_calls_are_observations(local: envcraft.Client) -> None:
+    bad = "<tool_call>{not json}</tool_call>"
+    unknown = hermes({"tool": "teleport", "args": {}})
+    ep = skyrl_episode(local, TASKS[0], [bad, unknown, "stop"])
+    first, second = (json.loads(o["observations"][0]["content"].split("\n")[1]) for o in ep["outs"][:2])
+    assert first["ok"] is False and "not JSON" in first["error"]["message"]
+    assert second["ok"] is False
+    assert ep["metrics"]["failed_tool_calls"] == 2
+
+
+def test_skyrl_needs_a_task(local: envcraft.Client) -> None:
+    skyrl_gym = need("skyrl_gym")
+    import envcraft.skyrl  # noqa: F401
+
+    with pytest.raises(ValueError, match="extras\\['task'\\]"):
+        skyrl_gym.make("envcraft", env_config={"url": local.url}, extras={})
+
+
+# -- verl -----------------------------------------------------------------------------------
+
+
+def test_verl_tool_config_loads_and_round_trips(local: envcraft.Client, tmp_path: Path, binary: Path) -> None:
+    need("verl")
+    import asyncio
+
+    import yaml
+    from verl.experimental.agent_loop.tool_agent_loop import AgentData
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    from envcraft import verl as envcraft_verl
+
+    # The example YAML as shipped (a name per tool, the schema looked up), pointed at this server.
+    shipped = yaml.safe_load((REPO / "clients" / "python" / "examples" / "verl_tools.yaml").read_text())
+    for entry in shipped["tools"]:
+        entry["config"]["url"] = local.url
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump(shipped))
+    tools = {t.name: t for t in initialize_tools_from_config(str(path))}
+    task = shipped["tools"][0]["config"]["task"]
+    expected = {t["function"]["name"]: t for t in cli_tools(binary, task)}
+    assert set(tools) == set(expected)
+    for name, tool in tools.items():
+        assert isinstance(tool, envcraft_verl.EnvcraftTool)
+        # What ToolAgentLoop renders into the prompt: every keyword kept.
+        assert tool.tool_schema.model_dump(exclude_unset=True, exclude_none=True) == expected[name], name
+
+    async def trajectory(steps: List[Dict[str, Any]], request_id: str) -> float:
+        agent_data = AgentData(
+            messages=[], image_data=None, video_data=None, audio_data=None, mm_processor_kwargs={},
+            metrics={}, request_id=request_id, tools_kwargs={},
+        )
+        for step in steps:  # as ToolAgentLoop._call_tool does it: create, execute, release
+            tool = tools[step["tool"]]
+            instance, _ = await tool.create(create_kwargs={"task": task, "seed": 3})
+            response, tool_reward, metrics = await tool.execute(instance, step["args"], agent_data=agent_data)
+            assert json.loads(response.text)["ok"], (step, response.text)
+            assert metrics == {"ok": True} and tool_reward == 0.0
+            await tool.release(instance)
+        instance, _ = await tools["read"].create(create_kwargs={"task": task})
+        reward = await tools["read"].calc_reward(instance, agent_data=agent_data)
+        await tools["read"].release(instance)
+        assert envcraft_verl.finish_trajectory(request_id) == reward
+        return reward
+
+    assert asyncio.run(trajectory(solution(task), "req-solution")) == 1.0
+    assert asyncio.run(trajectory([{"tool": "ls", "args": {"path": "inbox"}}], "req-empty")) == 0.0
+    assert envcraft_verl.finish_trajectory("req-solution") == 0.0  # closed: nothing left under that id
