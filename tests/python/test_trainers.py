@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -305,3 +307,43 @@ def test_verl_tool_config_loads_and_round_trips(local: envcraft.Client, tmp_path
     assert asyncio.run(trajectory(solution(task), "req-solution")) == 1.0
     assert asyncio.run(trajectory([{"tool": "ls", "args": {"path": "inbox"}}], "req-empty")) == 0.0
     assert envcraft_verl.finish_trajectory("req-solution") == 0.0  # closed: nothing left under that id
+
+
+# -- the examples, with the scripted model --------------------------------------------------
+
+
+def scripted(task: str) -> List[Dict[str, Any]]:
+    """The reference solution as a model's replies: one tool call each, then an answer."""
+    return [{"tool_calls": [{"name": s["tool"], "arguments": s["args"]}]} for s in solution(task)] + [{"content": "Done."}]
+
+
+def run_example(name: str, args: List[str], local: envcraft.Client, module: str) -> str:
+    need(module)
+    from scripted_model import ScriptedModel
+
+    examples = REPO / "clients" / "python" / "examples"
+    with ScriptedModel(scripted(TASKS[0])) as model:
+        proc = subprocess.run(
+            [sys.executable, str(examples / name), "--task", TASKS[0], "--envcraft-url", local.url,
+             "--base-url", model.url, "--model", model.model, *args],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "clients" / "python" / "src"), os.environ.get("PYTHONPATH", "")])},
+        )
+        assert not model.bad_requests, model.bad_requests
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_trl_example_on_cpu(local: envcraft.Client) -> None:
+    out = run_example("trl_grpo.py", [], local, "trl")
+    assert f"{TASKS[0]}: reward 1.000" in out, out
+
+
+def test_skyrl_example_on_cpu(local: envcraft.Client) -> None:
+    out = run_example("skyrl_episode.py", [], local, "skyrl_gym")
+    assert f"{TASKS[0]}: reward 1.000" in out, out
+
+
+def test_verl_example_on_cpu(local: envcraft.Client) -> None:
+    out = run_example("verl_rollout.py", [], local, "verl")
+    assert f"{TASKS[0]}: reward 1.000" in out, out

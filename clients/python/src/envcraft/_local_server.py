@@ -66,10 +66,12 @@ def _scripts_dirs() -> List[str]:
 
 
 class LocalServer:
-    """One ``envcraft serve`` this process started; ``url`` is where it listens."""
+    """One ``envcraft serve`` this process started: ``url`` is where it listens, ``binary``
+    the executable, ``state_dir`` its state directory, ``pid`` its process."""
 
-    def __init__(self, proc: "subprocess.Popen[str]", url: str, state_dir: str, owns_state_dir: bool, stderr: IO[bytes]) -> None:
+    def __init__(self, proc: "subprocess.Popen[str]", url: str, binary: str, state_dir: str, owns_state_dir: bool, stderr: IO[bytes]) -> None:
         self.proc = proc
+        self.binary = binary
         self.url = url
         self.state_dir = state_dir
         self.owns_state_dir = owns_state_dir
@@ -121,7 +123,7 @@ class LocalServer:
             tail = stderr.read()[-2000:].decode(errors="replace").strip()
             stderr.close()
             raise LocalServerError("local_server", f"{' '.join(argv)} {why}" + (f": {tail}" if tail else ""))
-        return cls(proc, url, state, owns, stderr)
+        return cls(proc, url, exe, state, owns, stderr)
 
     def running(self) -> bool:
         return self.proc.poll() is None
