@@ -347,3 +347,99 @@ def test_skyrl_example_on_cpu(local: envcraft.Client) -> None:
 def test_verl_example_on_cpu(local: envcraft.Client) -> None:
     out = run_example("verl_rollout.py", [], local, "verl")
     assert f"{TASKS[0]}: reward 1.000" in out, out
+
+
+def byte_tokenizer() -> Any:
+    """A tokenizer made here (no download): one token per byte, Qwen's special tokens, and the
+    Qwen 2.5 chat template TRL ships, which renders tools and <tool_call> blocks."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    import trl
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.add_special_tokens({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                             "additional_special_tokens": ["<|im_start|>", "<tool_call>", "</tool_call>"]})
+    fast.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    return fast
+
+
+class ScriptedGeneration:
+    """verl's LLM server client, answering each generate with the next scripted reply's tokens
+    (no weights can be fetched here); records the prompts it was given."""
+
+    def __init__(self, tokenizer: Any, replies: List[str]) -> None:
+        self.tokenizer = tokenizer
+        self.replies = replies
+        self.prompts: List[str] = []
+
+    async def generate(self, request_id: str, prompt_ids: List[int], sampling_params: Dict[str, Any], **kwargs: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        text = self.replies[min(len(self.prompts) - 1, len(self.replies) - 1)]
+        return TokenOutput(token_ids=self.tokenizer.encode(text, add_special_tokens=False), stop_reason="completed")
+
+
+@pytest.mark.parametrize("tools_from", ["session", "yaml"])
+def test_verl_agent_loop_scores_with_the_verifier(local: envcraft.Client, tools_from: str, tmp_path: Path) -> None:
+    """``envcraft_agent``: verl's own ToolAgentLoop (prompt tokens with the tools, Hermes
+    parsing, tool responses as masked observation tokens) over one session, scored by verify."""
+    need("verl")
+    import hydra.utils
+    import yaml
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    from envcraft import verl as envcraft_verl
+
+    [entry] = OmegaConf.load(REPO / "clients" / "python" / "examples" / "verl_agent_loop.yaml")
+    assert hydra.utils.get_class(entry["_target_"]) is envcraft_verl.EnvcraftAgentLoop
+    assert _agent_loop_registry["envcraft_agent"]["_target_"] == "envcraft.verl.EnvcraftAgentLoop"
+
+    tools = None
+    if tools_from == "yaml":
+        shipped = yaml.safe_load((REPO / "clients" / "python" / "examples" / "verl_tools.yaml").read_text())
+        for item in shipped["tools"]:
+            item["config"]["url"] = local.url
+        (tmp_path / "tools.yaml").write_text(yaml.safe_dump(shipped))
+        tools = ToolListWrap(initialize_tools_from_config(str(tmp_path / "tools.yaml")))
+    tokenizer = byte_tokenizer()
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {
+        "prompt_length": 200000, "response_length": 200000, "full_determinism": False,
+        "multi_turn": {"max_user_turns": 30, "max_assistant_turns": 30, "max_parallel_calls": 1,
+                       "max_tool_response_length": 100000, "tool_response_truncate_side": "middle",
+                       "format": "hermes", "envcraft": {"url": local.url}},
+    }}})
+    task = TASKS[0]
+    steps = solution(task)
+    calls = ["<tool_call>\n" + json.dumps({"name": s["tool"], "arguments": s["args"]}) + "\n</tool_call><|im_end|>" for s in steps]
+    open_before = local.ready()["sessions"]
+
+    def trajectory(replies: List[str]) -> Any:
+        generation = ScriptedGeneration(tokenizer, replies)
+        loop = envcraft_verl.EnvcraftAgentLoop(
+            trainer_config=DictConfigWrap(config), server_manager=generation, tokenizer=tokenizer, processor=None,
+            dataset_cls=None, data_config=DictConfigWrap(OmegaConf.create({})), hf_model_type="qwen2", tools=tools,
+        )
+        out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, raw_prompt=[{"role": "user", "content": ""}],
+                                                    extra_info={"task": task, "seed": 2}))
+        return out, generation
+
+    out, generation = trajectory(calls + ["Done.<|im_end|>"])
+    assert out.reward_score == 1.0
+    assert len(generation.prompts) == len(steps) + 1
+    first = generation.prompts[0]
+    assert "Please go through the emails" in first  # the task's prompt, the row having none
+    assert '"name": "write"' in first and '"additionalProperties"' in first  # the tools, whole
+    last = generation.prompts[-1]
+    assert last.count("<tool_response>") == len(steps) and '"ok": true' in last and '"ok": false' not in last
+    assert 0 < sum(out.response_mask) < len(out.response_mask)  # tool responses are masked out
+
+    out, _ = trajectory(["I would rather not.<|im_end|>"])
+    assert out.reward_score == 0.0
+    assert local.ready()["sessions"] == open_before  # every trajectory's session was closed

@@ -10,8 +10,8 @@ policy (a local vLLM, or the scripted model of the tests); the reward is the ver
 
 On a GPU box, verl's trainer does this itself: ``actor_rollout_ref.rollout.multi_turn.enable=True``,
 ``...multi_turn.tool_config_path=verl_tools.yaml``, ``actor_rollout_ref.rollout.agent.default_agent_loop=envcraft_agent``
-(or ``agent_name: envcraft_agent`` per row), rows with ``extra_info: {task: ENV/ID}``, and
-``import envcraft.verl`` where verl imports agent loops; see the client's README.
+(or ``agent_name: envcraft_agent`` per row) with ``...agent.agent_loop_config_path=verl_agent_loop.yaml``,
+and rows with ``extra_info: {task: ENV/ID}``; see the client's README.
 """
 
 from __future__ import annotations

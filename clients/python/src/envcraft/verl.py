@@ -168,13 +168,15 @@ class EnvcraftTool(BaseTool):  # type: ignore[misc]  # verl is untyped
 
     async def execute(self, instance_id: str, parameters: Dict[str, Any], **kwargs: Any) -> Tuple[ToolResponse, float, Dict[str, Any]]:
         key = self._trajectory_of(instance_id, kwargs.get("agent_data"))
+        session = TRAJECTORIES.get(key)  # opened by an earlier call, or by EnvcraftAgentLoop
         create = self._pending.get(instance_id, {})
         task = create.get("task", self.config.get("task"))
-        if task is None:
-            result: Dict[str, Any] = {"ok": False, "error": {"category": "missing_field", "message": "no task: create_kwargs.task or config.task"}}
-        else:
+        if session is None and task is not None:
             seed = create.get("seed")
             session = await asyncio.to_thread(open_trajectory, self.client, key, task, None if seed is None else int(seed))
+        if session is None:
+            result: Dict[str, Any] = {"ok": False, "error": {"category": "missing_field", "message": "no task: create_kwargs.task or config.task"}}
+        else:
             result = await asyncio.to_thread(_call, session, self.name, dict(parameters or {}))
         return ToolResponse(text=result_text(result)), 0.0, {"ok": bool(result.get("ok"))}
 
