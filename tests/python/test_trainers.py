@@ -443,3 +443,72 @@ def test_verl_agent_loop_scores_with_the_verifier(local: envcraft.Client, tools_
     out, _ = trajectory(["I would rather not.<|im_end|>"])
     assert out.reward_score == 0.0
     assert local.ready()["sessions"] == open_before  # every trajectory's session was closed
+
+
+def test_trl_grpo_trainer_multi_environment(local: envcraft.Client, tmp_path: Path) -> None:
+    """TRL's own GRPOTrainer, two steps on CPU, in its multi-environment mode
+    (``environment_factories``): it probes the classes, renders their tools into the prompts,
+    parses the model's <tool_call> blocks with its own parser, calls the tool methods and
+    scores with ``get_reward``. The model is a one-layer Qwen2 made here whose generation a
+    logits processor scripts (no weights can be fetched): the reference solution of one task,
+    nothing for the other; the rewards TRL logs are 1.0 and 0."""
+    need("trl")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from datasets import Dataset
+    from transformers import LogitsProcessor, LogitsProcessorList, Qwen2Config, Qwen2ForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from envcraft import trl as envcraft_trl
+
+    tokenizer = byte_tokenizer()
+    assistant = "<|im_start|>assistant\n"
+    solved = ["<tool_call>\n" + json.dumps({"name": s["tool"], "arguments": s["args"]}) + "\n</tool_call>" for s in solution(TASKS[0])]
+    solved.append("Done.")
+
+    class Script(LogitsProcessor):  # type: ignore[misc]
+        """The next token of the scripted reply: which reply by how many tool results the
+        conversation holds, where in it by what the assistant wrote so far."""
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            for row in range(input_ids.shape[0]):
+                text = tokenizer.decode(input_ids[row])
+                replies = solved if "Please go through the emails in inbox/" in text else ["Nothing to do."]
+                reply = replies[min(text.count("<tool_response>"), len(replies) - 1)]
+                target = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+                written = len(tokenizer.encode(text.rsplit(assistant, 1)[1], add_special_tokens=False)) if assistant in text else 0
+                scores[row] = torch.full_like(scores[row], -1e9)
+                scores[row, target[min(written, len(target) - 1)]] = 0.0
+            return scores
+
+    class ScriptedQwen(Qwen2ForCausalLM):  # type: ignore[misc]
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["logits_processor"] = LogitsProcessorList([Script()])
+            return super().generate(*args, **kwargs)
+
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=65536,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    classes = envcraft_trl.environment_factories(client=local, envs=["example", "email-triage"])
+    blank = [{"role": "user", "content": ""}]
+    rows = [{"prompt": blank, "environment": "example", "task": TASKS[0]},
+            {"prompt": blank, "environment": "email-triage", "task": TASKS[2]}]
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=2, per_device_train_batch_size=2,
+                      max_completion_length=8192, max_steps=2, logging_steps=1, report_to=[], save_strategy="no",
+                      bf16=False, max_tool_calling_iterations=20, shuffle_dataset=False)
+    open_before = local.ready()["sessions"]
+    trainer = GRPOTrainer(model=ScriptedQwen(config), processing_class=tokenizer, args=args,
+                          train_dataset=Dataset.from_list(rows), environment_factory=classes)
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logged) == 2
+    by_env = {}
+    for h in logged:
+        for env in ("example", "email_triage"):
+            mean = h.get(f"rewards/Envcraft_{env}/mean")
+            if mean is not None:
+                by_env[env] = (mean, h["tools/call_frequency"], h["tools/failure_frequency"])
+    assert by_env["example"] == (1.0, float(len(solution(TASKS[0]))), 0.0), by_env
+    assert by_env["email_triage"] == (0.0, 0.0, 0.0), by_env
+    assert {k: len(v) for k, v in trainer._environment_pool.items()} == {"example": 2, "email-triage": 2}
+    assert local.ready()["sessions"] == open_before  # get_reward closed every rollout's session
