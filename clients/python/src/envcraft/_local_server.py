@@ -20,7 +20,7 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import IO, List, Optional, Sequence, Union
+from typing import IO, List, Optional, Sequence, Tuple, Union
 
 from .errors import LocalServerError
 
@@ -115,9 +115,15 @@ class LocalServer:
             if owns:
                 shutil.rmtree(state, ignore_errors=True)
             raise LocalServerError("local_server", f"cannot run {exe}: {e}") from None
-        url = _wait_listening(proc, start_timeout)
+        url, ended = _wait_listening(proc, start_timeout)
         if url is None:
-            why = "exited with status %s" % proc.poll() if proc.poll() is not None else f"printed no 'listening on' line within {start_timeout}s"
+            status = proc.poll()
+            if status is None and ended:  # its standard output closed: it is exiting
+                try:
+                    status = proc.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    pass
+            why = f"exited with status {status}" if status is not None else f"printed no 'listening on' line within {start_timeout}s"
             _stop(proc, state if owns else None, None)
             stderr.seek(0)
             tail = stderr.read()[-2000:].decode(errors="replace").strip()
@@ -134,11 +140,12 @@ class LocalServer:
             self._finalizer()
 
 
-def _wait_listening(proc: "subprocess.Popen[str]", bound: float) -> Optional[str]:
-    """The URL of the server's ``listening on URL`` line, or ``None`` when it exited or said
-    nothing within ``bound`` seconds. Its standard output is drained after that line, so a
-    server that prints more never blocks on a full pipe."""
+def _wait_listening(proc: "subprocess.Popen[str]", bound: float) -> Tuple[Optional[str], bool]:
+    """The URL of the server's ``listening on URL`` line (``None`` when it said none within
+    ``bound`` seconds), and whether its standard output ended before. That output is drained
+    after the line, so a server that prints more never blocks on a full pipe."""
     found: List[str] = []
+    ended = threading.Event()
     done = threading.Event()
 
     def read() -> None:
@@ -147,11 +154,12 @@ def _wait_listening(proc: "subprocess.Popen[str]", bound: float) -> Optional[str
             if line.startswith("listening on ") and not found:
                 found.append(line[len("listening on ") :].strip())
                 done.set()
+        ended.set()
         done.set()
 
     threading.Thread(target=read, name="envcraft-local-stdout", daemon=True).start()
     done.wait(bound)
-    return found[0] if found else None
+    return (found[0] if found else None), ended.is_set()
 
 
 def _stop(proc: "subprocess.Popen[str]", state_dir: Optional[str], stderr: Optional[IO[bytes]]) -> None:
