@@ -155,4 +155,4 @@ def comparable(schema: Mapping[str, Any]) -> Dict[str, Any]:
 
 def result_text(result: Any) -> str:
     """A tool's result as the text a trainer hands the model: its JSON."""
-    return json.dumps(result, ensure_ascii=False, sort_keys=True)
+    return json.dumps(result, ensure_ascii=False)  # the server already sends its keys sorted
