@@ -6,6 +6,14 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 HOST_TUPLE := $(shell rustc --print host-tuple)
 ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
+# The trainers whose adapters the client has (clients/python/src/envcraft/{trl,skyrl,verl}.py),
+# from PyPI, for tests/python/test_trainers.py: their own venv (torch and the rest, ~6 GB).
+# verl 0.9 imports cachetools, uvicorn and fastapi without declaring them (and holds transformers
+# below 5.11: TRL 1.16 works with the 5.10 it resolves to, which needs jmespath for tool calls).
+TRAINERS_VENV := target/trainers-venv
+TRAINERS := 'trl>=1.16,<1.17' 'skyrl-gym>=0.4,<0.5' 'verl>=0.9.1,<0.10' cachetools uvicorn fastapi pyyaml jmespath
+# maturin, which builds the wheel (`make dist`; tests/python/test_wheel.py builds one too).
+BUILD_VENV := target/build-venv
 # Node.js tools of the tests (the MCP conformance suite), from the npm registry.
 NODE_TOOLS := target/node-tools
 DEBUG_ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/debug/envcraft
@@ -27,12 +35,23 @@ OFFICE_CACHE := $(TARGET_DIR)/images
 OFFICE_STATE := $(abspath $(TARGET_DIR))/office-state
 HOST_ROOT_ENVS := $(filter-out workspaces/office,$(patsubst %/env.toml,%,$(sort $(wildcard workspaces/*/env.toml))))
 
-.PHONY: all build run test lint bench soak fuzz clean image-debian office-image office-files openclaw
+.PHONY: all build dist run test lint bench soak fuzz clean image-debian office-image office-files openclaw
 
 all: build
 
 build:
 	$(CARGO) build --release
+
+# The wheel for PyPI (pyproject.toml at the root): the Python client and the envcraft binary (the
+# static PIE of .cargo/config.toml, release profile, stripped), tagged manylinux, into
+# target/wheels/. `pip install target/wheels/envcraft-*.whl` installs both.
+dist: $(BUILD_VENV)/.ready
+	$(BUILD_VENV)/bin/maturin build --release --strip --out $(TARGET_DIR)/wheels
+
+$(BUILD_VENV)/.ready:
+	python3 -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q 'maturin>=1.16,<2'
+	touch $@
 
 # The main job: check what this machine can enforce, then run every bundled task's reference
 # solution in its own sandboxed session, verified, in parallel, with a table per environment.
@@ -54,17 +73,23 @@ run: build
 # Every test: unit tests, the exec behaviour tests and the escape suite (through
 # ../shared/tools/contained), then the Python client's tests against a real server.
 # ENVCRAFT_TEST_REQUIRE=all turns skips into failures (and so installs Ray for the pool test).
-test: $(PYVENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION) $(HARBOR_VENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
+test: $(PYVENV)/.ready $(TRAINERS_VENV)/.ready $(BUILD_VENV)/.ready $(PYVENV)/.schemathesis $(NODE_TOOLS)/.conformance $(OPENCLAW_DIR)/.installed-$(OPENCLAW_VERSION) $(HARBOR_VENV)/.ready $(if $(filter all,$(ENVCRAFT_TEST_REQUIRE)),$(PYVENV)/.ray)
 	$(CARGO) build --all-targets
 	sh workspaces/office/image.sh $(DEBUG_ENVCRAFT) $(OFFICE_STATE) $(OFFICE_CACHE) \
 	  || [ $$? -eq 3 -a "$(ENVCRAFT_TEST_REQUIRE)" != all ]
 	ENVCRAFT_OFFICE_STATE=$(OFFICE_STATE) $(CARGO) test --all-targets -- --test-threads=4
-	ENVCRAFT_BIN=$(DEBUG_ENVCRAFT) $(PYVENV)/bin/python -m pytest tests/python -q
+	ENVCRAFT_BIN=$(DEBUG_ENVCRAFT) $(PYVENV)/bin/python -m pytest tests/python -q --ignore=tests/python/test_trainers.py
+	ENVCRAFT_BIN=$(DEBUG_ENVCRAFT) $(TRAINERS_VENV)/bin/python -m pytest tests/python/test_trainers.py -q
 
 # The Python test tools live in their own virtual environment under target/.
 $(PYVENV)/.ready:
 	python3 -m venv $(PYVENV)
 	$(PYVENV)/bin/python -m pip install -q pytest 'openenv-core>=0.3,<0.4' 'mcp>=2.3,<3'
+	touch $@
+
+$(TRAINERS_VENV)/.ready:
+	python3 -m venv $(TRAINERS_VENV)
+	$(TRAINERS_VENV)/bin/python -m pip install -q pytest $(TRAINERS)
 	touch $@
 
 # schemathesis drives the served OpenAPI document (tests/python/test_schemathesis.py).
@@ -138,6 +163,8 @@ bench: build
 	python3 bench/image.py $(ENVCRAFT) bench/results.md
 	$(MAKE) openclaw
 	python3 bench/openclaw.py $(ENVCRAFT) bench/results.md
+	$(MAKE) $(TRAINERS_VENV)/.ready
+	$(TRAINERS_VENV)/bin/python bench/trainers.py $(ENVCRAFT) bench/results.md
 
 # The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
 # restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless

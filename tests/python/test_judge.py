@@ -310,3 +310,14 @@ def test_a_servers_judge_ends_before_the_requests_deadline(envcraft_binary):
     finally:
         server.stop()
         stub.close()
+
+
+def test_a_verdict_without_a_score_refuses_to_be_a_number():
+    verdict = envcraft.Verdict.from_json({"reward": None, "passed": False, "not_run": ["judge"], "partial_reward": 1.0,
+                                          "checks": [{"kind": "judge", "actual": "not run: no judge endpoint"}]})
+    assert not verdict.scored and verdict.partial_reward == 1.0
+    with pytest.raises(envcraft.NotScored, match="judge not run .*no judge endpoint"):
+        verdict.score()
+    with pytest.raises(envcraft.ProtocolError):
+        envcraft.Verdict.from_json({"reward": None, "passed": False})
+    assert envcraft.Verdict.from_json({"reward": 0.5, "passed": False}).score() == 0.5

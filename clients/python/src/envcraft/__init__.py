@@ -8,6 +8,8 @@
 - ``errors``: ``EnvcraftError`` and one subclass per server error category.
 - ``_wire``: the HTTP contract as pure functions (request plans, answer decoding, the retry
   policy), shared by both clients.
+- ``_local_server``: a private ``envcraft serve`` on a free loopback port, for
+  ``Client.local()`` and ``AsyncClient.local()``: found, started, waited for, stopped.
 - ``_http1``: HTTP/1.1 on persistent connections as pure code (request bytes, the answer
   reader, when a request may be sent again, the bounded set of idle connections), shared by
   both clients, which only do the I/O.
@@ -30,7 +32,9 @@ from .errors import (
     EnvcraftError,
     InternalError,
     InvalidTransition,
+    LocalServerError,
     LockTimeout,
+    NotScored,
     MissingField,
     NotFound,
     PayloadTooLarge,
@@ -77,4 +81,6 @@ __all__ = [
     "TransportError",
     "AnswerLost",
     "ProtocolError",
+    "LocalServerError",
+    "NotScored",
 ]

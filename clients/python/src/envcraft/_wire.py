@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import quote
 
-from .errors import CapacityExceeded, EnvcraftError, LockTimeout, ProtocolError, TooManySessions
+from .errors import CapacityExceeded, EnvcraftError, LockTimeout, NotScored, ProtocolError, TooManySessions
 
 USER_AGENT = "envcraft-python/0.1"
 
@@ -258,6 +258,13 @@ class Verdict:
     def scored(self) -> bool:
         """Whether every part of the verifier ran, so that ``reward`` is a score."""
         return self.reward is not None
+
+    def score(self) -> float:
+        """The reward; ``NotScored`` (naming the parts not run and why) when there is none."""
+        if self.reward is not None:
+            return self.reward
+        why = [str(c.get("actual", "")) for c in self.checks if c.get("kind") in self.not_run]
+        raise NotScored("not_scored", f"the verdict has no reward: {', '.join(self.not_run)} not run ({'; '.join(why)})")
 
     @property
     def failed_checks(self) -> List[Dict[str, Any]]:

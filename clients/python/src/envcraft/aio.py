@@ -16,10 +16,11 @@ import asyncio
 import os
 import ssl
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from . import _http1, _wire
 from ._http1 import MAX_HEADER_LINE, MAX_RESPONSE_BYTES, Endpoint, FailedAt, IdleConnections
+from ._local_server import DEFAULT_START_TIMEOUT, LocalServer, PathLike
 from ._session_state import SessionState
 from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .client import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
@@ -50,18 +51,47 @@ class AsyncClient:
         self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
         self._sleep = sleep
         self._pool: IdleConnections[_Connection] = IdleConnections(max_connections, idle_timeout)
+        self.server: Optional[LocalServer] = None  # set by AsyncClient.local(): stopped by aclose()
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.url!r})"
 
+    @classmethod
+    async def local(
+        cls,
+        binary: Optional[PathLike] = None,
+        workspaces: Optional[PathLike] = None,
+        skills: Optional[PathLike] = None,
+        state_dir: Optional[PathLike] = None,
+        serve_args: Sequence[str] = (),
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        **client_options: Any,
+    ) -> "AsyncClient":
+        """A client of a private ``envcraft serve``, started (off the event loop) as
+        ``envcraft.Client.local`` says; ``aclose()`` (or ``async with``) stops it."""
+        loop = asyncio.get_running_loop()
+        server = await loop.run_in_executor(
+            None, LocalServer.start, binary, workspaces, skills, state_dir, serve_args, start_timeout
+        )
+        try:
+            client = cls(server.url, **client_options)
+            client.server = server
+            await client.health()
+        except BaseException:
+            server.stop()
+            raise
+        return client
+
     async def aclose(self) -> None:
         """Closes the idle connections (those at a request close when it ends); the client
-        stays usable."""
+        stays usable, unless it is a client of ``AsyncClient.local()``: then its server stops."""
         conns = self._pool.close()
         for conn in conns:
             conn.discard()
         if conns:
             await asyncio.sleep(0)  # the transports finish closing on the next loop turn
+        if self.server is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.server.stop)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -13,10 +13,11 @@ import socket
 import ssl
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type
 
 from . import _http1, _wire
 from ._http1 import Endpoint, FailedAt, IdleConnections
+from ._local_server import DEFAULT_START_TIMEOUT, LocalServer, PathLike
 from ._session_state import SessionState
 from ._wire import RetryPolicy, SessionInfo, Task, Verdict
 from .errors import AnswerLost, EnvcraftError, InvalidTransition, ProtocolError, SessionNotFound, TransportError, error_from_response
@@ -65,16 +66,52 @@ class Client:
         self._sleep = sleep
         self._pool: IdleConnections[_Connection] = IdleConnections(max_connections, idle_timeout)
         self._ssl = ssl.create_default_context() if self._endpoint.scheme == "https" else None
+        self.server: Optional[LocalServer] = None  # set by Client.local(): stopped by close()
         # No proxies from the environment, no redirects: the server is on this host or this
         # cluster's network, and a redirect would resend a tool call somewhere else.
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
 
+    @classmethod
+    def local(
+        cls,
+        binary: Optional[PathLike] = None,
+        workspaces: Optional[PathLike] = None,
+        skills: Optional[PathLike] = None,
+        state_dir: Optional[PathLike] = None,
+        serve_args: Sequence[str] = (),
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        **client_options: Any,
+    ) -> "Client":
+        """A client of a private ``envcraft serve`` started for it on a free loopback port.
+
+        The binary is ``binary``, else ``ENVCRAFT_BIN``, else the one the ``envcraft`` wheel
+        installed, else ``envcraft`` on ``PATH``; ``workspaces`` and ``skills`` are the server's
+        ``--workspaces``/``--skills`` (default: its own, ``ENVCRAFT_WORKSPACES`` or
+        ``./workspaces``); its state goes to a temporary directory removed at the end unless
+        ``state_dir`` names one to keep; ``serve_args`` are more ``serve`` flags. Returns once
+        the server answers ``/healthz`` (``LocalServerError`` with its standard error when it
+        does not within ``start_timeout`` seconds). ``close()`` (or leaving ``with``) stops the
+        server, its sessions and their sandboxes; so does the interpreter's exit. The other
+        keyword arguments are ``Client``'s (``timeout``, ``max_connections``, ...)."""
+        server = LocalServer.start(binary, workspaces, skills, state_dir, serve_args, start_timeout)
+        try:
+            client = cls(server.url, **client_options)
+            client.server = server
+            client.health()
+        except BaseException:
+            server.stop()
+            raise
+        return client
+
     def close(self) -> None:
-        """Closes the idle connections (those at a request close when it ends)."""
+        """Closes the idle connections (those at a request close when it ends); a client of
+        ``Client.local()`` also stops its server (then it is not usable any more)."""
         for conn in self._pool.close():
             conn.close()
+        if self.server is not None:
+            self.server.stop()
 
     def __enter__(self) -> "Client":
         return self
@@ -98,6 +135,7 @@ class Client:
         # Pickled (to a Ray task, say) without its connections: the copy opens its own.
         state = dict(self.__dict__)
         del state["_pool"], state["_ssl"]
+        state["server"] = None  # a copy talks to a local server; only the original stops it
         state["_pool_config"] = (self._pool.max_idle, self._pool.idle_timeout)
         return state
 

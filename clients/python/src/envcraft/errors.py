@@ -33,6 +33,8 @@ __all__ = [
     "TransportError",
     "AnswerLost",
     "ProtocolError",
+    "LocalServerError",
+    "NotScored",
     "CATEGORY_ERRORS",
     "error_from_response",
     "parse_retry_after",
@@ -147,6 +149,19 @@ class AnswerLost(TransportError):
 
 class ProtocolError(EnvcraftError):
     """An answer that is not the server's JSON (a proxy's page, a truncated body)."""
+
+
+class LocalServerError(EnvcraftError):
+    """``Client.local()`` could not find or start its private ``envcraft serve``
+    (category ``local_server``; ``message`` says why, with the end of its standard error)."""
+
+
+class NotScored(EnvcraftError):
+    """A verdict has no reward because a part of the task's verifier did not run (category
+    ``not_scored``: an LLM judge the server has no ``--judge-url`` for, or one that gave no
+    score); ``message`` names the parts and why. Raised by ``Verdict.score()`` and the trainer
+    adapters, which need a number: a missing score is never passed on as 0."""
+
 
 
 CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
