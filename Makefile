@@ -156,6 +156,7 @@ bench: build
 	bash bench/run.sh $(ENVCRAFT)
 	python3 bench/sessions.py $(ENVCRAFT) bench/results.md
 	python3 bench/verify.py $(ENVCRAFT) bench/results.md
+	python3 bench/grader_view.py $(ENVCRAFT) bench/results.md
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md --sessions 1000,10000
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod import_support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -16,82 +17,10 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use envcraft::spec::TaskSpec;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `../shared/fixtures`, or a loud skip.
-fn fixtures() -> Option<PathBuf> {
-    let dir = root().join("../shared/fixtures");
-    if dir.join("clawgym").is_dir() && dir.join("pinchbench").is_dir() {
-        Some(dir)
-    } else {
-        common::skip("../shared/fixtures (ClawGym and PinchBench samples) is missing");
-        None
-    }
-}
-
-/// `envcraft ARGS...` run directly (importing needs no sandbox): (exit code, stdout, stderr).
-fn envcraft(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(common::envcraft())
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `bash contained envcraft ARGS...`, with its own state directory.
-fn contained(args: &[&str]) -> (i32, String, String) {
-    let state = tempfile::tempdir().unwrap();
-    let out = Command::new("bash")
-        .arg(common::contained().unwrap())
-        .arg(common::envcraft())
-        .args(args)
-        .current_dir(root())
-        .env("ENVCRAFT_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Import `format` from `src` into a new temp dir; asserts it imported everything.
-fn import(format: &str, src: &Path) -> tempfile::TempDir {
-    let dest = tempfile::tempdir().unwrap();
-    let d = dest.path().join("out");
-    let (code, out, err) =
-        envcraft(&["import", format, src.to_str().unwrap(), d.to_str().unwrap()]);
-    assert_eq!(code, 0, "import {format} failed:\n{out}\n{err}");
-    dest
-}
-
-/// The imported environments under `dest/out`, sorted: (env dir, task dir).
-fn imported(dest: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let mut envs: Vec<PathBuf> = fs::read_dir(dest.join("out"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    envs.sort();
-    envs.into_iter()
-        .map(|env| {
-            let tasks: Vec<PathBuf> = fs::read_dir(env.join("tasks"))
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            assert_eq!(tasks.len(), 1, "{}", env.display());
-            (env, tasks[0].clone())
-        })
-        .collect()
-}
+use import_support::{
+    clawgym_direct, contained, copy_dir, envcraft, fixtures, import, imported, last_line_score,
+    root, run_in_sandbox,
+};
 
 /// Every file and directory under `dir`: (relative path, mode bits, content).
 fn tree(dir: &Path) -> Vec<(PathBuf, u32, Option<Vec<u8>>)> {
@@ -115,42 +44,6 @@ fn tree(dir: &Path) -> Vec<(PathBuf, u32, Option<Vec<u8>>)> {
 /// read-only, and an imported tree must stay removable).
 fn files_of(dir: &Path) -> Vec<(PathBuf, u32, Option<Vec<u8>>)> {
     tree(dir).into_iter().filter(|e| e.2.is_some()).collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", from.display()))
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn last_line_score(stdout: &str) -> f64 {
-    stdout
-        .trim()
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// ClawGym's own way, outside any sandbox: `reward/` copied into the final workspace `ws`,
-/// `reward.sh` run with the workspace path it names pointing at `ws`; its last stdout line is
-/// the reward (non-numeric: 0.0).
-fn clawgym_direct(fixture_task: &Path, ws: &Path) -> f64 {
-    copy_dir(&fixture_task.join("reward"), &ws.join("reward"));
-    let script = fs::read_to_string(fixture_task.join("reward/reward.sh")).unwrap();
-    let script = script.replace("/root/.openclaw/workspace", ws.to_str().unwrap());
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(script)
-        .current_dir(ws)
-        .output()
-        .unwrap();
-    last_line_score(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// PinchBench's own way, outside any sandbox: the first ```python block of `## Automated
@@ -203,31 +96,6 @@ fn verify_in_sandbox(task: &Path, ws: &Path) -> f64 {
     let actual = verdict["checks"][0]["actual"].as_str().unwrap();
     assert!(!actual.contains('('), "{}: {actual}", task.display());
     verdict["reward"].as_f64().unwrap()
-}
-
-/// `envcraft run TASK --actions (calls) --json --keep KEEP` in the sandbox: (report, keep dir).
-fn run_in_sandbox(task: &Path, calls: &[Value]) -> (Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let traj = dir.path().join("traj.jsonl");
-    fs::write(
-        &traj,
-        calls.iter().map(|c| format!("{c}\n")).collect::<String>(),
-    )
-    .unwrap();
-    let keep = dir.path().join("keep");
-    let (code, out, err) = contained(&[
-        "run",
-        task.to_str().unwrap(),
-        "--json",
-        "--actions",
-        traj.to_str().unwrap(),
-        "--keep",
-        keep.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "run failed: {err}\n{out}");
-    let report: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(report["failed_calls"], 0, "{report}");
-    (report, dir)
 }
 
 #[test]
