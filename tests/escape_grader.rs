@@ -221,3 +221,39 @@ fn the_agents_program_run_by_the_grader_may_write_its_outputs_but_not_the_grader
         "{report}"
     );
 }
+
+/// A Python grader that runs the agent's package as ClawGym's graders do (`python -m app`,
+/// working directory the workspace) and scores whether it answered, beside its own check.
+const CHECK_RUNS_AGENT_PACKAGE: &str = r#"
+import json, subprocess, sys
+todo = open("/workspace/notes/todo.md").read()
+ran = subprocess.run([sys.executable, "-m", "app"], capture_output=True, text=True, cwd="/workspace")
+print(json.dumps({"item": 1.0 if "- [ ] Call the depot" in todo else 0.0,
+                  "agent_package": 1.0 if ran.stdout.strip() == "app ok" else 0.0}))
+"#;
+
+#[test]
+fn the_agents_package_run_by_a_python_grader_imports_but_its_modules_never_reach_the_grader() {
+    if !sandbox_ready() {
+        return;
+    }
+    // The grader's own Python takes nothing from the workspace (a `json.py` and a
+    // `sitecustomize.py` the agent left there are not imported: the grader's score stands);
+    // the agent's program the grader starts imports the agent's own package from there.
+    let (_dir, task) = task_with_grader(
+        "python3 grader/check.py",
+        &[("check.py", CHECK_RUNS_AGENT_PACKAGE)],
+    );
+    let package = [
+        write("app/__init__.py", ""),
+        write("app/__main__.py", "print('app ok')\n"),
+    ];
+    let mut calls: Vec<Value> = package.to_vec();
+    calls.push(write("json.py", FAKE_SCORE));
+    calls.push(write("sitecustomize.py", FAKE_SCORE));
+    let solved = run(&task, Some(&calls));
+    // The reference trajectory's change is not made here: `item` is 0, `agent_package` 1.
+    assert_eq!(solved["reward"], 0.5, "{solved}");
+    let checks = solved["checks"].to_string();
+    assert!(!checks.contains("forged"), "{checks}");
+}

@@ -41,7 +41,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use super::channel::{Channel, Report};
 use super::landlock;
-pub use super::mounts::COMPAT_BIN;
+pub use super::mounts::{COMPAT_BIN, GRADER_PYTHON};
 use super::mounts::{apply_mount, attach_dir_at, below, bind, lowerdir};
 use super::netns;
 use super::plan::{MountStep, Plan, RlimitKind, UidMapping, WorkspaceKind};

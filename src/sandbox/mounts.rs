@@ -21,6 +21,17 @@ pub(super) fn lowerdir(n: usize) -> String {
 
 /// A directory of compatibility commands inside every sandbox (`python` → `python3`).
 pub const COMPAT_BIN: &str = "/.envcraft/bin";
+/// Where a grader's Python finds envcraft's `sitecustomize` (on the grader's `PYTHONPATH`).
+pub const GRADER_PYTHON: &str = "/.envcraft/python";
+
+/// Run by a grader's Python at start: the grader itself took no module from the workspace
+/// (`PYTHONSAFEPATH`, already applied), and the programs it starts (the agent's, as the
+/// task's harness runs them: `python -m app.cli`) get Python's default module path again.
+const GRADER_SITECUSTOMIZE: &str = "# Written by envcraft (src/sandbox/mounts.rs): this grader's Python takes no module\n\
+# from the workspace (PYTHONSAFEPATH); the Pythons it starts (the agent's programs) get the\n\
+# default module path, as in the harness the task comes from.\n\
+import os\n\
+os.environ.pop(\"PYTHONSAFEPATH\", None)\n";
 
 /// `root` + an absolute sandbox path.
 pub(super) fn below(root: &Path, path: &Path) -> PathBuf {
@@ -204,6 +215,10 @@ pub(super) fn apply_mount(
                 std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python"))
                     .step("link python to python3")?;
             }
+            let python = below(root, Path::new(GRADER_PYTHON));
+            fs::create_dir_all(&python).step("create /.envcraft/python")?;
+            fs::write(python.join("sitecustomize.py"), GRADER_SITECUSTOMIZE)
+                .step("write /.envcraft/python/sitecustomize.py")?;
             Ok(())
         }
         MountStep::Workspace { .. } => Ok(()), // handled by mount_workspace

@@ -188,16 +188,27 @@ fn seal(dir: &Path) -> Result<(), GraderError> {
 /// and later) adds neither the working directory nor the script's directory; the grader's own
 /// directory (sealed, see [`seal`]) is put on the path instead, so its scripts still import
 /// their helpers; `PYTHONNOUSERSITE` keeps `~/.local` out. They come after the session's
-/// variables, so nothing earlier can switch them off.
+/// variables, so nothing earlier can switch them off. Every process the grader's command
+/// starts directly (a shell's `python3 -c`, ClawGym's reward line) has them; a Python grader's
+/// own children do not have `PYTHONSAFEPATH` (envcraft's `sitecustomize`, on the path after
+/// the grader's directory, drops it): those are the agent's programs the grader runs, and they
+/// import the agent's own packages from the workspace, as in the task's harness.
 fn interpreter_env(grader_dir: Option<&str>) -> Vec<(String, String)> {
     let mut env = vec![
         ("PYTHONSAFEPATH".to_string(), "1".to_string()),
         ("PYTHONNOUSERSITE".to_string(), "1".to_string()),
     ];
-    if let Some(dir) = grader_dir {
-        let at = Path::new("/workspace").join(dir);
-        env.push(("PYTHONPATH".into(), at.to_string_lossy().into_owned()));
-    }
+    let mut path: Vec<String> = grader_dir
+        .map(|dir| {
+            Path::new("/workspace")
+                .join(dir)
+                .to_string_lossy()
+                .into_owned()
+        })
+        .into_iter()
+        .collect();
+    path.push(crate::sandbox::child::GRADER_PYTHON.to_string());
+    env.push(("PYTHONPATH".into(), path.join(":")));
     env
 }
 
