@@ -5,6 +5,8 @@
 //!
 //! - [`clock`]: `base_time + action_index × step`, never the wall clock;
 //! - [`store`]: the session's directory (atomic state writes, a lock with a bounded wait);
+//! - [`transfer`]: files in and out of the workspace as tar streams (all-or-nothing uploads,
+//!   bounded downloads);
 //! - [`transcript`]: the OpenClaw-shaped (v3) JSONL of turns, calls, results and the model's
 //!   own messages; [`assistant`]: those messages as a client hands them over, checked;
 //! - `harness`: recording those messages, and what an agent harness (OpenClaw) runs and
@@ -19,6 +21,7 @@ pub mod resume;
 pub mod store;
 pub mod trajectory;
 pub mod transcript;
+pub mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
