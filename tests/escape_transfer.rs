@@ -71,12 +71,28 @@ impl Answer {
     }
 }
 
+/// The bundled `default` policy with Harbor's mount points (`filesystem.workspace_mounts`).
+fn mounts_policy() -> String {
+    let default = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"),
+    )
+    .unwrap();
+    default.replace(
+        "workspace_writable = true",
+        "workspace_mounts = { \"/logs\" = \"logs\", \"/tests\" = \"tests\" }\nworkspace_writable = true",
+    )
+}
+
 impl Served {
     fn start() -> Option<Served> {
+        Served::start_with(None)
+    }
+
+    fn start_with(policy: Option<&str>) -> Option<Served> {
         if !ready(RunAs::Caller) {
             return None;
         }
-        let tasks = Tasks::new(None);
+        let tasks = Tasks::new(policy);
         let state = dir_for(RunAs::Caller);
         let mut command = Command::new("bash");
         command
@@ -604,4 +620,69 @@ fn downloads_past_a_bound_are_refused_whole() {
     // A part of it is fine.
     let r = served.download(&id, "deep/1/2/3/4/5/6/7/8/9/10");
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn transfers_reach_a_policys_mount_points_and_nothing_past_them() {
+    let policy = mounts_policy();
+    let Some(served) = Served::start_with(Some(&policy)) else {
+        return;
+    };
+    let host = host_dir();
+    let id = served.session();
+    let mut tar = Vec::new();
+    raw_entry(
+        &mut tar,
+        b'0',
+        b"test.sh",
+        b"",
+        b"echo 1 > /logs/verifier/reward.txt\n",
+    );
+    let r = served.upload(&id, "/tests", &finish(tar));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["path"], json!("tests"));
+    served.sh(&id, "mkdir -p /logs/verifier && sh /tests/test.sh");
+    let r = served.download(&id, "/logs/verifier");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        listing(&r.body),
+        [("reward.txt".to_string(), b"1\n".to_vec())]
+    );
+    // The agent swaps a mount point's directory for a link to a host directory: transfers by
+    // the mount point's path refuse to pass it, and a fork's sandbox never binds through it.
+    served.sh(
+        &id,
+        &format!("rm -rf logs/verifier && ln -s {} logs/verifier", host.p()),
+    );
+    let r = served.download(&id, "/logs/verifier/secret.txt");
+    assert!(matches!(r.status, 400 | 403), "{}: {}", r.status, r.text());
+    let mut tar = Vec::new();
+    raw_entry(&mut tar, b'0', b"planted.txt", b"", b"planted\n");
+    let r = served.upload(&id, "/logs/verifier", &finish(tar));
+    assert_eq!(r.status, 403, "{}", r.text());
+    served.sh(
+        &id,
+        &format!("rm -rf /workspace/logs && ln -s {} logs", host.p()),
+    );
+    let r = served.request(
+        "POST",
+        &format!("/v1/sessions/{id}/fork"),
+        "application/json",
+        b"{}",
+    );
+    // Today the fork's sandbox setup fails closed (500, the step named in the server's log).
+    if r.status == 201 {
+        let fork = r.json()["session_id"].as_str().unwrap().to_string();
+        let seen = served.call(
+            &fork,
+            "exec",
+            json!({"command": "cat /logs/secret.txt; ls /logs"}),
+        );
+        let out = seen["stdout"].as_str().unwrap_or_default();
+        assert!(
+            !out.contains(host.secret()),
+            "the fork's /logs shows the host: {seen}"
+        );
+    }
+    host.assert_unchanged();
 }

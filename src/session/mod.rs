@@ -347,6 +347,15 @@ impl Session {
             parts.policy.filesystem.workspace_aliases.clone(),
             plan.workspace_writable,
             owner,
+        )
+        .with_mounts(
+            parts
+                .policy
+                .filesystem
+                .workspace_mounts
+                .iter()
+                .map(|m| (m.path.clone(), m.dir.clone()))
+                .collect(),
         );
         let id = id.unwrap_or_else(new_id);
         let dir = SessionDir::create(&parts.sessions_root, &id, sandbox.owner_dir())?;

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod skill;
 pub mod task;
 pub mod time;
+pub mod workspace_mounts;
 
 pub use env::{EnvError, EnvSpec};
 pub use located::FileError;
