@@ -124,3 +124,14 @@ def test_what_cannot_be_enforced_is_refused_before_start(tmp_path, network, ek, 
     assert not any(t.get("verifier_result") for t in trials(jobdir))
     for log in jobdir.glob("*/trial.log"):
         assert "envcraft: session" not in log.read_text(), "a session was made for a refused task"
+
+
+def test_each_method_against_a_real_session():
+    binary = envcraft_binary()
+    python = HARBOR.parent / "python"
+    require(python.exists(), f"no Harbor venv at {HARBOR.parent.parent}")
+    require(binary is not None, "no envcraft binary (cargo build, or set ENVCRAFT_BIN)")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "clients" / "python" / "src"), ENVCRAFT_BIN=str(binary))
+    script = Path(__file__).with_name("harbor_provider_methods.py")
+    done = subprocess.run([str(python), str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout[-3000:] + done.stderr[-3000:]
