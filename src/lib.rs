@@ -14,7 +14,8 @@
 //! - [`image`]: OCI images as a task's root filesystem: the content-addressed layer store
 //!   under the state root, imports of OCI layouts and docker-archives, and the unpacking of
 //!   untrusted layers in a sandbox of its own.
-//! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript.
+//! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript, and its
+//!   files in and out as tar streams (`session::transfer`).
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
 //!   `ls`, `glob`, `grep`, `exec`, `process`, `skill`), one file each and listed once
 //!   (`tools::TOOLS`), their JSON schemas and structured results; every path resolved beneath

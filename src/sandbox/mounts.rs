@@ -184,6 +184,25 @@ pub(super) fn apply_mount(
             )
             .step(&format!("bind the workspace at {}", path.display()))
         }
+        MountStep::WorkspaceDirAt { dir, path } => {
+            let target = below(root, path);
+            fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
+            let source = workspace_dir(&below(root, workspace), dir)
+                .step(&format!("open the workspace's {}", dir.display()))?;
+            let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&source));
+            mount(
+                Some(source.as_str()),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .step(&format!(
+                "bind the workspace's {} at {}",
+                dir.display(),
+                path.display()
+            ))
+        }
         MountStep::Proc => {
             let target = root.join("proc");
             fs::create_dir_all(&target).step("create /proc")?;
@@ -302,4 +321,31 @@ pub(super) fn mount_image_root(
     );
     nix::unistd::chdir("/").step("leave the state directory")?;
     mounted.step(&format!("mount the root of image {}", image.name))
+}
+
+/// The workspace's directory `dir`, made where missing, opened one name at a time with no link
+/// followed (the host is still visible here, and a fork's workspace is the agent's: a name it
+/// made a link must fail the step, never lead the bind out).
+fn workspace_dir(workspace: &Path, dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::ffi::OsStrExt;
+    let mut fd = nix::fcntl::open(
+        workspace,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    for comp in dir.components() {
+        let name = std::ffi::CString::new(comp.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        match nix::sys::stat::mkdirat(
+            &fd,
+            name.as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o755),
+        ) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        fd = crate::workspace::tree::open_child(&fd, &name, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    }
+    Ok(fd)
 }

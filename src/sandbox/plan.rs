@@ -136,6 +136,9 @@ pub enum MountStep {
     Workspace { path: PathBuf, writable: bool },
     /// A bind of the workspace at another place.
     WorkspaceAlias { path: PathBuf },
+    /// A bind of the workspace's directory `dir` (made where missing) at `path` (a policy's
+    /// `workspace_mounts`).
+    WorkspaceDirAt { dir: PathBuf, path: PathBuf },
     /// The frozen-clock shim ([`crate::clock_shim`]) at [`crate::clock_shim::SHIM_PATH`], for
     /// the commands whose environment preloads it.
     ClockShim,
@@ -263,6 +266,10 @@ pub enum PlanError {
         "image `{image}` is a root filesystem, which needs a mount namespace: it cannot be used without namespaces (policy `{policy}`)"
     )]
     ImageWithoutNamespaces { image: String, policy: String },
+    #[error(
+        "policy `{policy}` names workspace mount points (filesystem.workspace_mounts), which need a mount namespace: they cannot be given without namespaces"
+    )]
+    MountsWithoutNamespaces { policy: String },
 }
 
 impl Plan {
@@ -280,6 +287,11 @@ impl Plan {
         if let (false, Some(image)) = (namespaced, &request.image) {
             return Err(PlanError::ImageWithoutNamespaces {
                 image: image.name.clone(),
+                policy: policy.name.clone(),
+            });
+        }
+        if !namespaced && !policy.filesystem.workspace_mounts.is_empty() {
+            return Err(PlanError::MountsWithoutNamespaces {
                 policy: policy.name.clone(),
             });
         }
@@ -553,6 +565,13 @@ fn namespaced_root(
             path: alias.clone(),
         });
         workspace_access.push(alias.clone());
+    }
+    for m in &fs.workspace_mounts {
+        mounts.push(MountStep::WorkspaceDirAt {
+            dir: m.dir.clone(),
+            path: m.path.clone(),
+        });
+        workspace_access.push(m.path.clone());
     }
     for (source, target) in &request.binds {
         mounts.push(MountStep::BindDirAt {
@@ -954,6 +973,33 @@ mod tests {
         assert!(has_as(&without));
         assert!(!has_as(&with));
         assert_eq!(with.cgroup.unwrap().pids, policy.limits.processes);
+    }
+
+    #[test]
+    fn workspace_mount_points_are_bound_after_the_workspace_and_need_namespaces() {
+        use crate::spec::workspace_mounts::WorkspaceMount;
+        let mut policy = Policy::bundled("default").unwrap();
+        policy.filesystem.workspace_mounts = vec![WorkspaceMount {
+            path: PathBuf::from("/logs"),
+            dir: PathBuf::from("logs"),
+        }];
+        let plan = Plan::build(&policy, &request(&["true"]), &host(CgroupSupport::None)).unwrap();
+        let pos = |f: &dyn Fn(&MountStep) -> bool| plan.mounts.iter().position(f).unwrap();
+        let ws = pos(&|m| matches!(m, MountStep::Workspace { .. }));
+        let at = pos(
+            &|m| matches!(m, MountStep::WorkspaceDirAt { path, .. } if path == Path::new("/logs")),
+        );
+        assert!(ws < at);
+        assert!(plan.landlock.read_write.contains(&PathBuf::from("/logs")));
+        let mut portable = Policy::bundled("portable").unwrap();
+        portable.filesystem.workspace_mounts = policy.filesystem.workspace_mounts.clone();
+        let mut req = request(&["true"]);
+        req.without_namespaces = true;
+        let err = Plan::build(&portable, &req, &host(CgroupSupport::None)).unwrap_err();
+        assert!(
+            matches!(err, PlanError::MountsWithoutNamespaces { .. }),
+            "{err}"
+        );
     }
 
     #[test]

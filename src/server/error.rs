@@ -180,6 +180,21 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+
+    /// A refused file transfer (its message is the file tools' own: workspace paths and the
+    /// tar's names only), under the tool error's category.
+    pub fn transfer(e: crate::tools::ToolError) -> ApiError {
+        use crate::tools::ErrorCategory as C;
+        let (status, category) = match e.category {
+            C::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            C::Permission => (StatusCode::FORBIDDEN, "permission"),
+            C::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            C::MissingField => (StatusCode::BAD_REQUEST, "missing_field"),
+            C::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::BAD_REQUEST, "invalid_argument"),
+        };
+        ApiError::new(status, category, e.message)
+    }
 }
 
 impl IntoResponse for ApiError {

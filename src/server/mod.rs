@@ -24,6 +24,7 @@ pub mod capacity;
 pub mod connections;
 pub mod episode;
 pub mod error;
+pub mod files;
 pub mod handlers;
 pub mod hosts;
 pub mod inline;

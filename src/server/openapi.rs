@@ -56,6 +56,9 @@ const HEAD: &str = r##"{
                   "draining",
                   "too_many_connections",
                   "payload_too_large",
+                  "permission",
+                  "too_large",
+                  "invalid_argument",
                   "timeout",
                   "internal"
                 ]
@@ -121,6 +124,15 @@ const HEAD: &str = r##"{
           "model": {"type": "string", "minLength": 1, "maxLength": 256},
           "stopReason": {"type": "string", "enum": ["stop", "length", "toolUse", "error", "aborted"]},
           "stop_reason": {"type": "string", "enum": ["stop", "length", "toolUse", "error", "aborted"]}
+        }
+      },
+      "Uploaded": {
+        "type": "object",
+        "required": ["path", "entries", "bytes"],
+        "properties": {
+          "path": {"type": "string", "description": "the directory unpacked in, workspace-relative"},
+          "entries": {"type": "integer", "minimum": 0},
+          "bytes": {"type": "integer", "minimum": 0, "description": "bytes of file data written"}
         }
       },
       "Changes": {

@@ -9,13 +9,14 @@ use axum::handler::Handler;
 use axum::routing::MethodRouter;
 
 use super::openenv::Mode;
-use super::{AppState, handlers, mcp_http, openenv, openenv_ws};
+use super::{AppState, files, handlers, mcp_http, openenv, openenv_ws};
 
 /// The HTTP methods the API uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     Get,
     Post,
+    Put,
     Delete,
 }
 
@@ -25,6 +26,7 @@ impl Method {
         match self {
             Method::Get => "get",
             Method::Post => "post",
+            Method::Put => "put",
             Method::Delete => "delete",
         }
     }
@@ -50,6 +52,7 @@ where
     match method {
         Method::Get => axum::routing::get(handler),
         Method::Post => axum::routing::post(handler),
+        Method::Put => axum::routing::put(handler),
         Method::Delete => axum::routing::delete(handler),
     }
 }
@@ -177,6 +180,18 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/sessions/{id}/diff",
         handler: || on(Method::Get, handlers::diff),
         operation: r##"{"summary": "The workspace's changes", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "Changes", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Changes"}}}}, "404": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Put,
+        path: "/v1/sessions/{id}/files",
+        handler: || on(Method::Put, files::upload),
+        operation: r##"{"summary": "Upload files: a tar (plain, gzip or zstd) unpacked beneath the workspace directory ?path= (made where missing), all or nothing. Refused whole: names with `..` or absolute, symbolic links leading out of the workspace or absolute, hard links to anything but an earlier file of the same tar, device nodes, FIFOs, a directory reached through a symbolic link, a file where the workspace has a directory; past --max-body bytes of body, 256 MiB decompressed (and the policy's workspace_bytes), 100,000 entries or 64 names deep", "parameters": [{"$ref": "#/components/parameters/id"}, {"name": "path", "in": "query", "required": true, "schema": {"type": "string"}, "description": "a directory of the workspace: relative to it, or absolute under its mount point"}], "requestBody": {"required": true, "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}, "responses": {"200": {"description": "Unpacked", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Uploaded"}}}}, "400": {"$ref": "#/components/responses/Error"}, "403": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "409": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
+    },
+    Route {
+        method: Method::Get,
+        path: "/v1/sessions/{id}/files",
+        handler: || on(Method::Get, files::download),
+        operation: r##"{"summary": "Download files: a tar of ?path= (a directory's contents, named relative to it; or the one file, under its own name). Links are kept as links, never followed; sockets, FIFOs and devices are left out (counted in X-Envcraft-Skipped); refused whole (413, never a truncated tar) past 256 MiB of tar, 100,000 entries or 64 names deep", "parameters": [{"$ref": "#/components/parameters/id"}, {"name": "path", "in": "query", "required": true, "schema": {"type": "string"}, "description": "a file or directory of the workspace"}], "responses": {"200": {"description": "The tar; X-Envcraft-Kind says file or directory", "headers": {"X-Envcraft-Kind": {"schema": {"type": "string", "enum": ["file", "directory"]}}, "X-Envcraft-Entries": {"schema": {"type": "integer"}}, "X-Envcraft-Skipped": {"schema": {"type": "integer"}}}, "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}, "400": {"$ref": "#/components/responses/Error"}, "403": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"}, "409": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}"##,
     },
     Route {
         method: Method::Post,

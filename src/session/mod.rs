@@ -5,10 +5,13 @@
 //!
 //! - [`clock`]: `base_time + action_index × step`, never the wall clock;
 //! - [`store`]: the session's directory (atomic state writes, a lock with a bounded wait);
+//! - [`transfer`]: files in and out of the workspace as tar streams (all-or-nothing uploads,
+//!   bounded downloads);
 //! - [`transcript`]: the OpenClaw-shaped (v3) JSONL of turns, calls, results and the model's
 //!   own messages; [`assistant`]: those messages as a client hands them over, checked;
 //! - `harness`: recording those messages, and what an agent harness (OpenClaw) runs and
-//!   brings (its processes, its own transcript).
+//!   brings (its processes, its own transcript);
+//! - `verifying`: scoring the workspace with the task's verifier (manifest, grader, judge).
 //!
 //! No global state: everything a call needs is in its `Session`.
 
@@ -19,6 +22,7 @@ pub mod resume;
 pub mod store;
 pub mod trajectory;
 pub mod transcript;
+pub mod transfer;
 mod verifying;
 
 use std::path::{Path, PathBuf};
@@ -347,6 +351,15 @@ impl Session {
             parts.policy.filesystem.workspace_aliases.clone(),
             plan.workspace_writable,
             owner,
+        )
+        .with_mounts(
+            parts
+                .policy
+                .filesystem
+                .workspace_mounts
+                .iter()
+                .map(|m| (m.path.clone(), m.dir.clone()))
+                .collect(),
         );
         let id = id.unwrap_or_else(new_id);
         let dir = SessionDir::create(&parts.sessions_root, &id, sandbox.owner_dir())?;

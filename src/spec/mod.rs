@@ -6,6 +6,7 @@
 //! - [`task`]: `workspaces/ENV/tasks/ID/` (`task.toml`, `files/`, `solution.jsonl`), a task.
 //! - [`skill`]: `skills/NAME/` (`SKILL.md`, `skill.toml`, an executable), a skill.
 //! - [`verifier`]: a task's `[verifier]`, its parts (manifest, command, judge) and weights.
+//! - [`workspace_mounts`]: a policy's workspace directories shown at other absolute paths.
 //! - [`time`]: [`Timestamp`], the RFC 3339 instants those files hold.
 //!
 //! Loading goes downward: a task loads its environment, an environment its policy and, on
@@ -20,6 +21,7 @@ pub mod skill;
 pub mod task;
 pub mod time;
 pub mod verifier;
+pub mod workspace_mounts;
 
 pub use env::{EnvError, EnvSpec};
 pub use located::FileError;

@@ -207,6 +207,9 @@ pub struct Filesystem {
     pub workspace: PathBuf,
     /// Further places where the same workspace is visible.
     pub workspace_aliases: Vec<PathBuf>,
+    /// Directories of the workspace shown at paths of their own (see [`super::workspace_mounts`]).
+    #[serde(default)]
+    pub workspace_mounts: Vec<super::workspace_mounts::WorkspaceMount>,
     pub workspace_writable: bool,
     /// Size of the private /tmp (and of HOME, which is a private tmpfs too).
     pub tmp_bytes: u64,
@@ -374,6 +377,8 @@ struct RawFilesystem {
     workspace: Spanned<String>,
     #[serde(default)]
     workspace_aliases: Vec<Spanned<String>>,
+    #[serde(default)]
+    workspace_mounts: std::collections::BTreeMap<String, Spanned<String>>,
     workspace_writable: bool,
     tmp_size: Spanned<ByteSize>,
 }
@@ -597,6 +602,16 @@ impl Validator<'_> {
             }
             workspace_aliases.push(path);
         }
+        let own: Vec<&Path> = std::iter::once(workspace.as_path())
+            .chain(workspace_aliases.iter().map(PathBuf::as_path))
+            .collect();
+        let home = Path::new(raw.environment.home.get_ref());
+        let workspace_mounts = super::workspace_mounts::validate(&fs.workspace_mounts, &own, home)
+            .map_err(|r| {
+                let first = fs.workspace_mounts.values().next().map(Spanned::span);
+                let span = r.span.or(first).unwrap_or(0..0);
+                self.invalid("filesystem.workspace_mounts", span, r.problem, r.expected)
+            })?;
         for hole in &fs.hidden {
             let path = Path::new(hole.get_ref());
             if path.starts_with(&workspace) {
@@ -743,6 +758,7 @@ impl Validator<'_> {
                 hidden,
                 workspace,
                 workspace_aliases,
+                workspace_mounts,
                 workspace_writable: fs.workspace_writable,
                 tmp_bytes,
             },

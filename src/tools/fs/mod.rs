@@ -83,6 +83,8 @@ pub struct WorkspaceRoot {
     fd: OwnedFd,
     mount: PathBuf,
     aliases: Vec<PathBuf>,
+    /// Directories of the workspace shown at paths of their own: (that path, the directory).
+    mounts: Vec<(PathBuf, PathBuf)>,
     writable: bool,
     owner: Option<(u32, u32)>,
 }
@@ -102,9 +104,17 @@ impl WorkspaceRoot {
             fd,
             mount: mount.into(),
             aliases,
+            mounts: Vec::new(),
             writable,
             owner,
         }
+    }
+
+    /// The same root, with the policy's workspace mount points (a path in the sandbox and the
+    /// workspace-relative directory shown there): absolute paths under them are accepted.
+    pub fn with_mounts(mut self, mounts: Vec<(PathBuf, PathBuf)>) -> Self {
+        self.mounts = mounts;
+        self
     }
 
     /// Open the directory `dir` (`O_PATH | O_DIRECTORY`) as a workspace root.

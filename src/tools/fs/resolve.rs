@@ -56,7 +56,13 @@ pub(crate) fn parse_path(root: &WorkspaceRoot, raw: &str) -> Result<AgentPath, T
         )));
     }
     let path = Path::new(raw);
-    let rel = if path.is_absolute() {
+    let mounted = root
+        .mounts
+        .iter()
+        .find_map(|(at, dir)| path.strip_prefix(at).ok().map(|rest| dir.join(rest)));
+    let rel = if let Some(rel) = &mounted {
+        rel.as_path()
+    } else if path.is_absolute() {
         let under = std::iter::once(&root.mount)
             .chain(&root.aliases)
             .find_map(|m| path.strip_prefix(m).ok());

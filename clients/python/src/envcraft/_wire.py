@@ -32,8 +32,14 @@ class Request:
     method: str
     path: str
     body: Optional[Dict[str, Any]] = None
+    # A tar sent as it is (an upload), instead of a JSON body.
+    tar: Optional[bytes] = None
+    # The answer is a tar (a download), not JSON.
+    tar_answer: bool = False
 
     def encoded_body(self) -> Optional[bytes]:
+        if self.tar is not None:
+            return self.tar
         if self.body is None:
             return None
         return json.dumps(self.body).encode("utf-8")
@@ -41,7 +47,9 @@ class Request:
 
 def headers_for(req: Request, token: Optional[str]) -> Dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-    if req.body is not None:
+    if req.tar is not None:
+        headers["Content-Type"] = "application/x-tar"
+    elif req.body is not None:
         headers["Content-Type"] = "application/json"
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -142,6 +150,48 @@ def add_message(
         if value is not None:
             body[key] = value
     return Request("POST", _session_path(session_id, "/messages"), body)
+
+
+def upload(session_id: str, path: str, tar: bytes) -> Request:
+    """``PUT /v1/sessions/{id}/files?path=DIR`` with the tar as the body."""
+    return Request("PUT", _session_path(session_id, "/files?path=" + quote(path, safe="")), tar=tar)
+
+
+def download(session_id: str, path: str) -> Request:
+    """``GET /v1/sessions/{id}/files?path=P``: a tar answers."""
+    return Request("GET", _session_path(session_id, "/files?path=" + quote(path, safe="")), tar_answer=True)
+
+
+def answer_of(req: Request, status: int, headers: Mapping[str, str], body: bytes) -> Dict[str, Any]:
+    """A 2xx answer: its JSON, or for a download ``{"tar", "kind", "entries", "skipped"}``."""
+    if req.tar_answer:
+        return {"tar": body, "kind": headers.get("x-envcraft-kind", ""),
+                "entries": int(headers.get("x-envcraft-entries", "0") or 0),
+                "skipped": int(headers.get("x-envcraft-skipped", "0") or 0)}
+    return decode_json(status, body)
+
+
+def tar_of(source: Any) -> bytes:
+    """What ``upload`` sends: ``bytes`` as they are (a tar, plain or compressed), or a local
+    file or directory (a path) made a tar: a directory's contents relative to it, a file under
+    its own name. Links are kept as links; anything else is refused."""
+    import io
+    import os
+    import tarfile
+
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    path = os.fspath(source)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        if os.path.isdir(path) and not os.path.islink(path):
+            for name in sorted(os.listdir(path)):
+                tar.add(os.path.join(path, name), arcname=name)
+        elif os.path.isfile(path):
+            tar.add(path, arcname=os.path.basename(path))
+        else:
+            raise ValueError(f"{path}: neither a file nor a directory")
+    return buf.getvalue()
 
 
 def agent_turn(session_id: str) -> Request:

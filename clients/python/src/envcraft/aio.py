@@ -153,7 +153,7 @@ class AsyncClient:
             raise TransportError("transport", f"{where}: {e}") from None
         if not 200 <= response.status < 300:
             raise error_from_response(response.status, response.body, response.headers)
-        return _wire.decode_json(response.status, response.body)
+        return _wire.answer_of(req, response.status, response.headers, response.body)
 
     async def _exchange(self, req: _wire.Request, data: bytes, where: str) -> _http1.Response:
         """Sends ``data`` on an idle connection (or a new one) and reads the answer; when the
@@ -318,6 +318,14 @@ class AsyncSession(SessionState):
         message raises ``BadRequest`` naming the field."""
         obj = await self.client._send(_wire.add_message(self.id, text, **fields))
         return str(obj["id"])
+
+    async def upload(self, source: Any, path: str = ".") -> Dict[str, Any]:
+        """Puts files into the workspace; see ``Session.upload``."""
+        return await self.client._send(_wire.upload(self.id, path, _wire.tar_of(source)))
+
+    async def download(self, path: str = ".") -> Dict[str, Any]:
+        """A tar of the workspace's ``path``; see ``Session.download``."""
+        return await self.client._send(_wire.download(self.id, path))
 
     async def agent_turn(self) -> Dict[str, Any]:
         """Runs the current turn through the session's agent; see ``Session.agent_turn``."""

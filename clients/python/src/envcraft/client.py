@@ -209,7 +209,7 @@ class Client:
         response = self._exchange(req, data)
         if not 200 <= response.status < 300:
             raise error_from_response(response.status, response.body, response.headers)
-        return _wire.decode_json(response.status, response.body)
+        return _wire.answer_of(req, response.status, response.headers, response.body)
 
     def _exchange(self, req: _wire.Request, data: bytes) -> _http1.Response:
         """Sends ``data`` on an idle connection (or a new one) and reads the answer; when the
@@ -396,6 +396,30 @@ class Session(SessionState):
         message raises ``BadRequest`` naming the field."""
         obj = self.client._send(_wire.add_message(self.id, text, **fields))
         return str(obj["id"])
+
+    def upload(self, source: Any, path: str = ".") -> Dict[str, Any]:
+        """Puts files into the workspace: ``source`` a local file or directory (sent as a tar:
+        a directory's contents, a file under its name) or the bytes of a tar (plain, gzip or
+        zstd), unpacked beneath the workspace directory ``path`` (made where missing).
+        Returns ``{"path", "entries", "bytes"}``. Not an action of the agent: the clock does
+        not move and the transcript does not record it. Refused whole (``PermissionDenied``,
+        ``BadRequest``, ``PayloadTooLarge``) for ``..``, absolute names, links leading out,
+        device nodes, FIFOs, a ``path`` through a link, or past the server's bounds."""
+        return self.client._send(_wire.upload(self.id, path, _wire.tar_of(source)))
+
+    def download(self, path: str = ".", dest: Any = None) -> Dict[str, Any]:
+        """A tar of the workspace's ``path`` (a directory's contents, or the one file), as
+        ``{"tar", "kind", "entries", "skipped"}``; with ``dest`` (a local directory), also
+        unpacked there with ``tarfile``'s ``data`` filter. Links are kept as links; sockets,
+        FIFOs and devices are left out (``skipped``)."""
+        got = self.client._send(_wire.download(self.id, path))
+        if dest is not None:
+            import io
+            import tarfile
+
+            with tarfile.open(fileobj=io.BytesIO(got["tar"])) as tar:
+                tar.extractall(dest, filter="data")
+        return got
 
     def agent_turn(self) -> Dict[str, Any]:
         """Runs the current turn's prompt through the session's agent (OpenClaw, pointed at the

@@ -21,6 +21,7 @@ __all__ = [
     "TaskNotFound",
     "ForbiddenHost",
     "ImageNotFound",
+    "PermissionDenied",
     "AgentNotInstalled",
     "InvalidTransition",
     "PayloadTooLarge",
@@ -91,6 +92,11 @@ class ForbiddenHost(EnvcraftError):
     """403: the request's ``Host`` or ``Origin`` does not name the server (its guard against
     DNS rebinding); reach it by a loopback name or its listen address, or start it with
     ``--allow-host NAME``."""
+
+
+class PermissionDenied(EnvcraftError):
+    """403 ``permission``: a file transfer reaches outside the workspace (``..``, a link
+    leading out, an absolute path elsewhere) or carries what is refused (a device node)."""
 
 
 class ImageNotFound(EnvcraftError):
@@ -173,6 +179,10 @@ CATEGORY_ERRORS: Dict[str, Type[EnvcraftError]] = {
     "invalid_transition": InvalidTransition,
     "forbidden_host": ForbiddenHost,
     "image_not_found": ImageNotFound,
+    "permission": PermissionDenied,
+    "not_found": NotFound,
+    "too_large": PayloadTooLarge,
+    "invalid_argument": BadRequest,
     "agent_not_installed": AgentNotInstalled,
     "payload_too_large": PayloadTooLarge,
     "too_many_sessions": TooManySessions,
