@@ -81,7 +81,9 @@ def envcraft_binary() -> Optional[Path]:
     configuration) is looked for too.
     """
     if os.environ.get("ENVCRAFT_BIN"):
-        return Path(os.environ["ENVCRAFT_BIN"])
+        # Absolute: `make test` gives a path relative to the checkout, and some tests run the
+        # binary from elsewhere (Harbor's trials, from their own working directory).
+        return Path(os.environ["ENVCRAFT_BIN"]).resolve()
     for profile in ("release", "debug"):
         candidates = sorted((REPO / "target").glob(f"*/{profile}/envcraft"))
         for path in candidates + [REPO / "target" / profile / "envcraft"]:
