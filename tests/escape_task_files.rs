@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::copy_dir;
+
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::os::unix::process::CommandExt;
@@ -121,17 +123,6 @@ impl HostSecret {
             }
         }
     }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", from.display()))
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// `envcraft import FORMAT SRC DEST/out` through `contained`; (the run, DEST/out).

@@ -59,10 +59,42 @@ pub struct VerifierSpec {
 impl VerifierSpec {
     /// Whether the verifier compares the workspace with `expected.json`.
     pub fn has_manifest(&self) -> bool {
-        match self.kind {
-            VerifierKind::Manifest => true,
-            VerifierKind::Hybrid => self.weights.is_some_and(|w| w.manifest > 0.0),
-            VerifierKind::Command | VerifierKind::Judge => false,
+        Parts::of(self.kind, self.weights).manifest
+    }
+}
+
+/// Which parts a verifier of `kind` (with a hybrid's `weights`) has.
+#[derive(Debug, Clone, Copy)]
+struct Parts {
+    manifest: bool,
+    command: bool,
+    judge: bool,
+}
+
+impl Parts {
+    fn of(kind: VerifierKind, weights: Option<Weights>) -> Parts {
+        let weighted = |part: fn(&Weights) -> f64| weights.is_some_and(|w| part(&w) > 0.0);
+        match kind {
+            VerifierKind::Manifest => Parts {
+                manifest: true,
+                command: false,
+                judge: false,
+            },
+            VerifierKind::Command => Parts {
+                manifest: false,
+                command: true,
+                judge: false,
+            },
+            VerifierKind::Judge => Parts {
+                manifest: false,
+                command: false,
+                judge: true,
+            },
+            VerifierKind::Hybrid => Parts {
+                manifest: weighted(|w| w.manifest),
+                command: weighted(|w| w.command),
+                judge: weighted(|w| w.judge),
+            },
         }
     }
 }
@@ -170,16 +202,8 @@ impl Check<'_> {
             VerifierKind::Hybrid => "hybrid",
         };
         let weights = self.weights(v, kind, kind_name)?;
-        let needs_command = match kind {
-            VerifierKind::Command => true,
-            VerifierKind::Hybrid => weights.is_some_and(|w| w.command > 0.0),
-            VerifierKind::Manifest | VerifierKind::Judge => false,
-        };
-        let needs_judge = match kind {
-            VerifierKind::Judge => true,
-            VerifierKind::Hybrid => weights.is_some_and(|w| w.judge > 0.0),
-            VerifierKind::Manifest | VerifierKind::Command => false,
-        };
+        let parts = Parts::of(kind, weights);
+        let (needs_command, needs_judge) = (parts.command, parts.judge);
         let unused = |key: &str, span: Range<usize>, applies: &str| {
             self.invalid(
                 key,
@@ -232,14 +256,9 @@ impl Check<'_> {
             }
         };
 
-        let has_manifest = match kind {
-            VerifierKind::Manifest => true,
-            VerifierKind::Hybrid => weights.is_some_and(|w| w.manifest > 0.0),
-            VerifierKind::Command | VerifierKind::Judge => false,
-        };
         let extra = match &v.extra {
             None => ExtraFiles::Allow,
-            Some(e) if !has_manifest => {
+            Some(e) if !parts.manifest => {
                 return Err(unused("verifier.extra", e.span(), "manifest").into());
             }
             Some(e) => *e.get_ref(),

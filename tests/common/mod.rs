@@ -1252,3 +1252,15 @@ pub fn action_results(report: &Value) -> Vec<Value> {
         .map(|a| a["result"].clone())
         .collect()
 }
+
+/// Copy the tree `from` into `to` (made if missing), modes and links kept (`cp -a`).
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -11,6 +11,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common;
+pub use crate::common::copy_dir;
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -86,17 +87,6 @@ pub fn imported(dest: &Path) -> Vec<(PathBuf, PathBuf)> {
             (env, tasks[0].clone())
         })
         .collect()
-}
-
-pub fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", from.display()))
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 pub fn last_line_score(stdout: &str) -> f64 {

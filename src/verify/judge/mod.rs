@@ -151,10 +151,8 @@ fn shown_files(root: &Path, paths: &[String]) -> Result<Vec<prompt::ShownFile>, 
 
 fn read_beneath(dir: &impl AsFd, path: &str) -> Result<String, String> {
     let name = std::ffi::CString::new(path).map_err(|_| "a NUL in the path".to_string())?;
-    let resolve = libc::RESOLVE_BENEATH
-        | libc::RESOLVE_NO_SYMLINKS
-        | libc::RESOLVE_NO_MAGICLINKS
-        | libc::RESOLVE_NO_XDEV;
+    // As the file tools open one name: beneath the workspace, no link at all.
+    let resolve = crate::tools::fs::ONE_NAME;
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_NOCTTY;
     let fd =
         crate::sys::openat2(dir.as_fd(), &name, flags.bits(), 0, resolve).map_err(|e| {
