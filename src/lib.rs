@@ -35,6 +35,8 @@
 //!   sandbox, pointed at an OpenAI-compatible endpoint on loopback; its transcript kept.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
 //!   determinism, sensitivity and template integrity, with pass rates.
+//! - [`synth`]: `envcraft synth`: tasks synthesized along an environment's tool graph,
+//!   grounded by running each chain in a session, kept only when the audit passes them.
 //! - [`mcp`]: MCP's JSON-RPC core over one session, shared by `envcraft mcp` (stdio) and the
 //!   server's MCP and OpenEnv endpoints.
 //! - [`server`]: `envcraft serve`, the HTTP API for rollout workers (a thin adapter over
@@ -54,7 +56,7 @@
 //! ```text
 //! cli, fuzz_targets
 //! server
-//! mcp
+//! mcp, synth
 //! agent, audit, import, view   (import: spec and sys only; view: workspace only)
 //! session
 //! tools, verify
@@ -78,6 +80,7 @@ pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod spec;
+pub mod synth;
 pub mod sys;
 pub mod tools;
 pub mod verify;

@@ -1,6 +1,7 @@
 //! `envcraft audit PATH... [--json] [--jobs N]`: audit every task under the paths and report
 //! pass rates per environment.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,23 +34,59 @@ pub struct AuditArgs {
     pub judge: super::judge_args::JudgeArgs,
 }
 
-/// One task audited by a child `envcraft audit --json TASK`.
-fn spawn(task: &Path, args: &AuditArgs) -> std::io::Result<Child> {
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.arg("audit")
-        .arg("--json")
-        .arg("--skills")
-        .arg(&args.skills.path)
-        .arg(task);
-    if let Some(state) = &args.state_dir.path {
-        cmd.arg("--state-dir").arg(state);
+/// The flags a child `envcraft audit` is given besides `--json TASK`.
+pub(crate) fn child_args(
+    skills: &SkillsDir,
+    state_dir: &StateDir,
+    judge: &super::judge_args::JudgeArgs,
+) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec!["--skills".into(), skills.path.clone().into()];
+    if let Some(state) = &state_dir.path {
+        out.extend(["--state-dir".into(), state.clone().into()]);
     }
-    cmd.args(args.judge.to_args());
+    out.extend(judge.to_args());
+    out
+}
+
+/// One task audited by a child `envcraft audit --json ARGS TASK`.
+fn spawn(task: &Path, args: &[OsString]) -> std::io::Result<Child> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("audit").arg("--json").args(args).arg(task);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
 }
 
-fn collect(child: Child, task: &Path) -> TaskAudit {
-    let failed = |detail: String| TaskAudit {
+/// Audit `tasks` in child processes, `jobs` at once; one audit per task, in order (`each`
+/// is told of each as it ends).
+pub(crate) fn in_children(
+    tasks: &[PathBuf],
+    jobs: usize,
+    args: &[OsString],
+    mut each: impl FnMut(&TaskAudit),
+) -> Vec<TaskAudit> {
+    let mut audits = Vec::new();
+    let mut running: Vec<(PathBuf, std::io::Result<Child>)> = Vec::new();
+    let mut queue = tasks.iter();
+    loop {
+        while running.len() < jobs.max(1) {
+            let Some(task) = queue.next() else { break };
+            running.push((task.clone(), spawn(task, args)));
+        }
+        if running.is_empty() {
+            break;
+        }
+        let (task, child) = running.remove(0);
+        let a = match child {
+            Ok(child) => collect(child, &task),
+            Err(e) => failed(&task, format!("the audit process could not start: {e}")),
+        };
+        each(&a);
+        audits.push(a);
+    }
+    audits
+}
+
+fn failed(task: &Path, detail: String) -> TaskAudit {
+    TaskAudit {
         task: task.display().to_string(),
         env: String::new(),
         passed: false,
@@ -60,7 +97,11 @@ fn collect(child: Child, task: &Path) -> TaskAudit {
             scores: None,
         }],
         duration_ms: 0,
-    };
+    }
+}
+
+fn collect(child: Child, task: &Path) -> TaskAudit {
+    let failed = |detail: String| failed(task, detail);
     let out = match child.wait_with_output() {
         Ok(out) => out,
         Err(e) => return failed(format!("the audit process failed: {e}")),
@@ -126,23 +167,12 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
             audits.push(a);
         }
     } else {
-        let mut running: Vec<(PathBuf, Child)> = Vec::new();
-        let mut queue = tasks.iter();
-        loop {
-            while running.len() < usize::from(args.jobs) {
-                let Some(task) = queue.next() else { break };
-                running.push((task.clone(), spawn(task, &args).map_err(Error::Output)?));
-            }
-            if running.is_empty() {
-                break;
-            }
-            let (task, child) = running.remove(0);
-            let a = collect(child, &task);
+        let child = child_args(&args.skills, &args.state_dir, &args.judge);
+        audits = in_children(&tasks, usize::from(args.jobs), &child, |a| {
             if !args.json {
                 eprintln!("{} {}", if a.passed { "ok    " } else { "FAILED" }, a.task);
             }
-            audits.push(a);
-        }
+        });
     }
     let summary = audit::summary(&audits);
     let mut out = std::io::stdout().lock();

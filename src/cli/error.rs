@@ -79,6 +79,12 @@ pub enum Error {
     View(#[from] crate::view::ViewError),
     #[error("the reference solution failed, so nothing was recorded: {0}")]
     SolutionFailed(String),
+    #[error(transparent)]
+    Synth(#[from] crate::synth::SynthError),
+    #[error(
+        "no environment at {0}: expected an environment directory (env.toml), a directory of environments, or an environment's name under --workspaces"
+    )]
+    NoEnvs(String),
 }
 
 // Large errors are boxed so that every `Result<_, Error>` stays small.

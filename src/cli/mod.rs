@@ -17,6 +17,7 @@ mod run;
 mod serve;
 mod shell;
 mod suite;
+mod synth;
 mod task_args;
 mod tools;
 mod verify;
@@ -63,6 +64,8 @@ pub enum Command {
     /// Run every task (reference solutions, or no actions), verified, in parallel; a table per
     /// environment.
     Suite(suite::SuiteArgs),
+    /// Synthesize tasks along environments' tool graphs, grounded by execution, kept by the audit
+    Synth(synth::SynthArgs),
     /// Import another project's Claw tasks (ClawGym, PinchBench) as environments.
     Import(import::ImportArgs),
     /// Serve sessions over HTTP to rollout workers.
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Verify(args) => verify::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Suite(args) => suite::run(args),
+        Command::Synth(args) => synth::run(args),
         Command::Import(args) => import::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),

@@ -4,7 +4,8 @@
 //! - [`policy`]: `policies/NAME.toml`, what a sandbox may read, write, reach and spend.
 //! - [`env`]: `workspaces/ENV/` (`env.toml`, `docs.md`, `files/`), an environment.
 //! - [`task`]: `workspaces/ENV/tasks/ID/` (`task.toml`, `files/`, `solution.jsonl`), a task.
-//! - [`skill`]: `skills/NAME/` (`SKILL.md`, `skill.toml`, an executable), a skill.
+//! - [`skill`]: `skills/NAME/` (`SKILL.md`, `skill.toml`, an executable), a skill; its
+//!   [`skill_uses`], how task synthesis may call it.
 //! - [`verifier`]: a task's `[verifier]`, its parts (manifest, command, judge) and weights.
 //! - [`workspace_mounts`]: a policy's workspace directories shown at other absolute paths.
 //! - [`time`]: [`Timestamp`], the RFC 3339 instants those files hold.
@@ -12,12 +13,14 @@
 //! Loading goes downward: a task loads its environment, an environment its policy and, on
 //! request ([`EnvSpec::check_skills`]), its skills.
 
+mod arg_schema;
 mod byte_size;
 pub mod env;
 pub mod front_matter;
 mod located;
 pub mod policy;
 pub mod skill;
+pub mod skill_uses;
 pub mod task;
 pub mod time;
 pub mod verifier;

@@ -24,10 +24,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toml::Spanned;
 
+use super::arg_schema::{check_schema, toml_to_json};
 use super::located::{self, FileError, TomlFile};
+pub use super::skill_uses::SkillUses;
 
 /// What a skill name may be (the Agent Skills rule), for error messages.
 pub const SKILL_NAME: &str = "a skill name: 1 to 64 lowercase ASCII letters, digits and single `-`, not starting or ending with `-`";
@@ -96,6 +98,12 @@ pub struct SkillSpec {
     pub timeout_secs: u64,
     /// The skill's directory, absolute and canonical.
     pub dir: PathBuf,
+    /// The result's JSON schema (`[outputs]`), when the skill declares it: an object schema,
+    /// checked like the arguments' one; task synthesis follows it from one call to the next.
+    pub outputs: Option<Value>,
+    /// How task synthesis may call the skill and say what a call found (`[synth]`), checked
+    /// against the two schemas.
+    pub synth: Option<SkillUses>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +116,10 @@ struct RawSkill {
     schema: Option<Spanned<toml::Value>>,
     #[serde(default)]
     schema_file: Option<Spanned<String>>,
+    #[serde(default)]
+    outputs: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    synth: Option<Spanned<toml::Value>>,
 }
 
 /// Whether `name` is [`SKILL_NAME`].
@@ -193,6 +205,9 @@ pub struct SkillToml {
     pub executable_line: usize,
     pub timeout_secs: u64,
     pub schema: SchemaSource,
+    pub outputs: Option<Value>,
+    /// `[synth]` as written, checked against the schemas once both are known.
+    pub synth: Option<(Value, usize)>,
 }
 
 impl SkillToml {
@@ -280,11 +295,40 @@ impl SkillToml {
                 }.into());
             }
         };
+        let outputs = match &raw.outputs {
+            None => None,
+            Some(inline) => {
+                let json =
+                    toml_to_json(inline.get_ref(), "outputs").map_err(|(key, problem)| {
+                        invalid(&key, inline.span(), problem, "a value JSON can hold")
+                    })?;
+                check_schema(&json).map_err(|(pointer, problem, expected)| {
+                    invalid(
+                        &format!("outputs{}", pointer.replace('/', ".")),
+                        inline.span(),
+                        problem,
+                        expected,
+                    )
+                })?;
+                Some(json)
+            }
+        };
+        let synth = match &raw.synth {
+            None => None,
+            Some(inline) => {
+                let json = toml_to_json(inline.get_ref(), "synth").map_err(|(key, problem)| {
+                    invalid(&key, inline.span(), problem, "a value JSON can hold")
+                })?;
+                Some((json, toml.line(&inline.span())))
+            }
+        };
         Ok(SkillToml {
             executable: raw.executable.get_ref().clone(),
             executable_line: toml.line(&raw.executable.span()),
             timeout_secs,
             schema,
+            outputs,
+            synth,
         })
     }
 }
@@ -388,6 +432,8 @@ impl SkillSpec {
             executable_line,
             timeout_secs,
             schema,
+            outputs,
+            synth,
         } = SkillToml::parse(&toml_path, &text)?;
         let invalid =
             |key: &str, line: usize, problem: String, expected: &str| FileError::Invalid {
@@ -482,6 +528,16 @@ impl SkillSpec {
             }
         };
 
+        let synth = match synth {
+            None => None,
+            Some((json, line)) => {
+                Some(SkillUses::parse(&json, &schema, outputs.as_ref()).map_err(
+                    |(key, problem, expected)| {
+                        invalid(&format!("synth{key}"), line, problem, &expected)
+                    },
+                )?)
+            }
+        };
         Ok(SkillSpec {
             name,
             description,
@@ -490,6 +546,8 @@ impl SkillSpec {
             executable,
             timeout_secs,
             dir,
+            outputs,
+            synth,
         })
     }
 
@@ -526,131 +584,6 @@ fn lexical_relative(value: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(path.components().collect())
-}
-
-/// A TOML value as JSON, or the dotted key and the problem where it has no JSON form.
-fn toml_to_json(value: &toml::Value, key: &str) -> Result<Value, (String, String)> {
-    Ok(match value {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => match serde_json::Number::from_f64(*f) {
-            Some(n) => Value::Number(n),
-            None => return Err((key.to_string(), format!("is {f}, which JSON cannot hold"))),
-        },
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => {
-            return Err((
-                key.to_string(),
-                format!("is the date-time {d}, which JSON cannot hold (quote it)"),
-            ));
-        }
-        toml::Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| toml_to_json(v, &format!("{key}[{i}]")))
-                .collect::<Result<_, _>>()?,
-        ),
-        toml::Value::Table(table) => Value::Object(
-            table
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), toml_to_json(v, &format!("{key}.{k}"))?)))
-                .collect::<Result<Map<_, _>, (String, String)>>()?,
-        ),
-    })
-}
-
-/// The shape every argument schema must have: an object schema whose `properties` are
-/// schemas and whose `required` names strings (among the properties, when they are listed).
-/// On failure: the JSON pointer, the problem and what is expected.
-fn check_schema(schema: &Value) -> Result<(), (String, String, &'static str)> {
-    const OBJECT: &str = "a JSON object schema: {\"type\": \"object\", \"properties\": {...}}";
-    let Some(top) = schema.as_object() else {
-        return Err((String::new(), format!("is {}", json_kind(schema)), OBJECT));
-    };
-    match top.get("type") {
-        Some(Value::String(t)) if t == "object" => {}
-        Some(other) => {
-            return Err((
-                "/type".into(),
-                format!("is {other}"),
-                "\"object\": a skill takes its arguments as one JSON object",
-            ));
-        }
-        None => {
-            return Err((
-                "/type".into(),
-                "is missing".into(),
-                "\"object\": a skill takes its arguments as one JSON object",
-            ));
-        }
-    }
-    let properties = match top.get("properties") {
-        None => None,
-        Some(Value::Object(props)) => {
-            if let Some((name, value)) = props.iter().find(|(_, v)| !v.is_object()) {
-                return Err((
-                    format!("/properties/{name}"),
-                    format!("is {}", json_kind(value)),
-                    "a schema (a JSON object) for each property",
-                ));
-            }
-            Some(props)
-        }
-        Some(other) => {
-            return Err((
-                "/properties".into(),
-                format!("is {}", json_kind(other)),
-                "an object mapping each argument's name to its schema",
-            ));
-        }
-    };
-    if let Some(required) = top.get("required") {
-        let names = required
-            .as_array()
-            .filter(|a| a.iter().all(Value::is_string));
-        let Some(names) = names else {
-            return Err((
-                "/required".into(),
-                format!("is {required}"),
-                "an array of argument names",
-            ));
-        };
-        if let Some(props) = properties
-            && let Some(missing) = names
-                .iter()
-                .filter_map(Value::as_str)
-                .find(|n| !props.contains_key(*n))
-        {
-            return Err((
-                "/required".into(),
-                format!("names `{missing}`, which is not among the properties"),
-                "names of arguments listed under `properties`",
-            ));
-        }
-    }
-    if let Some(additional) = top.get("additionalProperties")
-        && !additional.is_boolean()
-        && !additional.is_object()
-    {
-        return Err((
-            "/additionalProperties".into(),
-            format!("is {}", json_kind(additional)),
-            "`true`, `false` or a schema",
-        ));
-    }
-    Ok(())
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The two keys of the front matter, each with its 1-based line.

@@ -15,10 +15,12 @@
 //! kind = "command"
 //! command = "python3 check.py"
 //!
-//! [source]                    # optional, for imported tasks
+//! [source]                    # optional, for imported and synthesized tasks
 //! origin = "..."
 //! id = "..."
 //! license = "..."
+//! seed = 7                    # optional: a synthesized task's run seed
+//! chain = ["glob", "write"]   # optional: the tool-graph nodes its solution went through
 //! ```
 //!
 //! A line of `solution.jsonl` is `{"tool": NAME, "args": {...}}`, with `"turn": N` (0-based,
@@ -93,6 +95,12 @@ pub struct Source {
     pub id: String,
     /// The license the task is used under (an SPDX identifier where there is one).
     pub license: String,
+    /// For a synthesized task: the seed of the run that made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// For a synthesized task: the tool graph's nodes its reference solution went through.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<String>,
 }
 
 /// One call of a reference trajectory.
@@ -133,6 +141,10 @@ struct RawSource {
     origin: Spanned<String>,
     id: Spanned<String>,
     license: Spanned<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    chain: Vec<String>,
 }
 
 /// What `task.toml` says, checked: everything of a task that its text alone decides (the
@@ -212,6 +224,8 @@ impl TaskToml {
                     origin: check.non_empty("source.origin", &s.origin)?,
                     id: check.non_empty("source.id", &s.id)?,
                     license: check.non_empty("source.license", &s.license)?,
+                    seed: s.seed,
+                    chain: s.chain.clone(),
                 })
             })
             .transpose()?;
@@ -846,6 +860,8 @@ mod tests {
                 origin: "https://example.org/bench".into(),
                 id: "t-17".into(),
                 license: "CC-BY-4.0".into(),
+                seed: None,
+                chain: vec![],
             })
         );
         let (_, result) = load_text(&format!(
