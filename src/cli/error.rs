@@ -51,6 +51,8 @@ pub enum Error {
     Grader(#[from] crate::verify::command::GraderError),
     #[error(transparent)]
     Import(#[from] crate::import::ImportError),
+    #[error(transparent)]
+    Export(#[from] crate::export::harbor::ExportError),
     #[error(
         "task {task}: its image `{image}` is not in envcraft's image store and cannot be pulled ({reason}); import or pull it under that name (`envcraft image import FILE --name {image}`, `envcraft image pull REF --name {image}`), or pass `--base host` to run it over the host's read-only system paths instead"
     )]

@@ -7,6 +7,7 @@ mod doctor;
 pub mod error;
 mod exec;
 mod exec_line;
+mod export;
 mod image;
 mod import;
 mod judge_args;
@@ -63,8 +64,10 @@ pub enum Command {
     /// Run every task (reference solutions, or no actions), verified, in parallel; a table per
     /// environment.
     Suite(suite::SuiteArgs),
-    /// Import another project's Claw tasks (ClawGym, PinchBench) as environments.
+    /// Import another project's tasks (ClawGym, PinchBench, Harbor) as environments.
     Import(import::ImportArgs),
+    /// Export an environment's tasks in another project's format (Harbor task directories).
+    Export(export::ExportArgs),
     /// Serve sessions over HTTP to rollout workers.
     Serve(serve::ServeArgs),
     /// Serve one session of a task over MCP on stdin/stdout, for an agent harness.
@@ -99,6 +102,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Audit(args) => audit::run(args),
         Command::Suite(args) => suite::run(args),
         Command::Import(args) => import::run(args),
+        Command::Export(args) => export::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::View(args) => view::run(args),

@@ -30,13 +30,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+mod config;
+mod written;
+
+use config::{Config, config};
+use written::{check_policy, docs_md, env_toml, policy_toml, source_json, task_toml};
+
 use super::dockerfile::{self, CopyStep};
 use super::source::{SourceFile, SourceKind, SourceRoot};
-use super::{
-    Content, EnvPlan, ImportError, Planned, PlannedFile, need_notes, prompt_toml, sorted,
-    source_table, toml_string, unmet_needs,
-};
-use crate::spec::env::BUILTIN_TOOLS;
+use super::{Content, EnvPlan, ImportError, Planned, PlannedFile, need_notes, sorted, unmet_needs};
 
 pub const ORIGIN: &str = "Harbor";
 /// The `schema_version`s of task.toml read (Harbor's own reader defaults to the last).
@@ -64,7 +66,7 @@ pub enum Base {
 }
 
 /// The command verifier: Harbor's verifier, step by step.
-const VERIFY: &str = "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; \
+pub(super) const VERIFY: &str = "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; \
 mkdir -p /logs/verifier /logs/agent /logs/artifacts; \
 { if [ -x /tests/test.sh ]; then /tests/test.sh; else bash /tests/test.sh; fi; } \
 > /logs/verifier/test-stdout.txt 2>&1; tail -c 16384 /logs/verifier/test-stdout.txt >&2; \
@@ -159,215 +161,6 @@ pub fn plan_task(dir: &Path, base: Base) -> Result<EnvPlan, ImportError> {
     let (parent, name) = super::split_single(dir);
     let root = SourceRoot::open(&parent)?;
     plan_task_at(&root, &name, &dir_name(dir), base)
-}
-
-/// What a task.toml says that the import uses, checked.
-#[derive(Debug, Default)]
-struct Config {
-    docker_image: Option<String>,
-    workdir: Option<String>,
-    memory_mb: Option<u64>,
-    storage_mb: Option<u64>,
-    agent_timeout: Option<u64>,
-    verifier_timeout: u64,
-    /// `[environment].env`, `[verifier].env`, `[solution].env`: literal values only.
-    env: Vec<(String, String)>,
-    verifier_env: Vec<(String, String)>,
-    solution_env: Vec<(String, String)>,
-    needs: Vec<(String, String)>,
-    notes: Vec<String>,
-}
-
-/// Read `text`, the task.toml at `path`.
-fn config(path: &Path, text: &str) -> Result<Config, ImportError> {
-    let table: toml::Table = toml::from_str(text).map_err(|e| ImportError::Format {
-        path: path.to_path_buf(),
-        line: e.span().map(|s| text[..s.start].lines().count().max(1)),
-        problem: e.message().to_string(),
-        expected: "Harbor's task.toml (TOML)".into(),
-    })?;
-    let bad = |key: &str, problem: String, expected: &str| ImportError::Format {
-        path: path.to_path_buf(),
-        line: None,
-        problem: format!("`{key}` {problem}"),
-        expected: expected.to_string(),
-    };
-    let unrepresentable = |reason: String| ImportError::Unrepresentable {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let version = table.get("schema_version").or_else(|| table.get("version"));
-    match version {
-        None => {}
-        Some(toml::Value::String(v)) if SCHEMA_VERSIONS.contains(&v.as_str()) => {}
-        Some(other) => {
-            return Err(bad(
-                "schema_version",
-                format!("is {other}, a version envcraft does not read"),
-                &format!("one of {}", SCHEMA_VERSIONS.join(", ")),
-            ));
-        }
-    }
-    let empty = toml::Table::new();
-    let section = |name: &str| -> Result<&toml::Table, ImportError> {
-        match table.get(name) {
-            None => Ok(&empty),
-            Some(toml::Value::Table(t)) => Ok(t),
-            Some(other) => Err(bad(name, format!("is {other}"), "a table")),
-        }
-    };
-    let (environment, agent, verifier, solution) = (
-        section("environment")?,
-        section("agent")?,
-        section("verifier")?,
-        section("solution")?,
-    );
-    let string = |t: &toml::Table, key: &str| -> Result<Option<String>, ImportError> {
-        match t.get(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(bad(key, format!("is {other}"), "a string")),
-        }
-    };
-    let number = |t: &toml::Table, key: &str| -> Result<Option<f64>, ImportError> {
-        match t.get(key) {
-            None => Ok(None),
-            Some(toml::Value::Integer(i)) if *i >= 0 => Ok(Some(*i as f64)),
-            Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 => Ok(Some(*f)),
-            Some(other) => Err(bad(key, format!("is {other}"), "a number, at least 0")),
-        }
-    };
-    let mut c = Config::default();
-    let literal_env = |t: &toml::Table, what: &str, notes: &mut Vec<String>| {
-        let mut out = Vec::new();
-        if let Some(toml::Value::Table(env)) = t.get("env") {
-            for (name, value) in env {
-                match value.as_str() {
-                    Some(v) if !v.contains("${") => out.push((name.clone(), v.to_string())),
-                    _ => notes.push(format!(
-                        "{what}.env `{name}` is resolved from the host in Harbor; envcraft gives its sandboxes no host variable, so it is not set"
-                    )),
-                }
-            }
-        }
-        out
-    };
-    if string(environment, "os")?.is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
-        return Err(unrepresentable(
-            "the task targets Windows; envcraft runs Linux sandboxes".into(),
-        ));
-    }
-    if table.contains_key("steps") {
-        return Err(unrepresentable(
-            "it is a multi-step task ([[steps]]); envcraft imports single-step Harbor tasks".into(),
-        ));
-    }
-    c.docker_image = string(environment, "docker_image")?;
-    c.workdir = string(environment, "workdir")?;
-    c.memory_mb = number(environment, "memory_mb")?
-        .map(|m| m as u64)
-        .filter(|m| *m > 0);
-    c.storage_mb = number(environment, "storage_mb")?
-        .map(|m| m as u64)
-        .filter(|m| *m > 0);
-    c.agent_timeout = number(agent, "timeout_sec")?.map(|t| t.ceil() as u64);
-    c.verifier_timeout = number(verifier, "timeout_sec")?
-        .unwrap_or(600.0)
-        .ceil()
-        .clamp(1.0, 86_400.0) as u64;
-    c.env = literal_env(environment, "[environment]", &mut c.notes);
-    c.verifier_env = literal_env(verifier, "[verifier]", &mut c.notes);
-    c.solution_env = literal_env(solution, "[solution]", &mut c.notes);
-    // The network: Harbor's default is the public one, which no sandbox of envcraft reaches.
-    let legacy = environment
-        .get("allow_internet")
-        .and_then(toml::Value::as_bool);
-    let baseline = string(environment, "network_mode")?.unwrap_or_else(|| match legacy {
-        Some(false) => "no-network".into(),
-        _ => "public".into(),
-    });
-    for (phase, mode) in [
-        ("[environment]", Some(baseline)),
-        ("[agent]", string(agent, "network_mode")?),
-        ("[verifier]", string(verifier, "network_mode")?),
-    ] {
-        match mode.as_deref() {
-            None | Some("no-network") => {}
-            Some(m @ ("public" | "allowlist")) => c.needs.push((
-                "network".into(),
-                format!("{phase} network_mode is `{m}` (Harbor's default is `public`)"),
-            )),
-            Some(other) => {
-                return Err(bad(
-                    "network_mode",
-                    format!("is `{other}`"),
-                    "no-network, public or allowlist",
-                ));
-            }
-        }
-    }
-    let gpus = number(environment, "gpus")?.unwrap_or(0.0);
-    if gpus > 0.0 || environment.contains_key("tpu") || environment.contains_key("gpu_types") {
-        c.needs
-            .push(("gpu".into(), "[environment] asks for GPUs or TPUs".into()));
-    }
-    for (t, what, key, note) in [
-        (
-            environment,
-            "[environment]",
-            "cpus",
-            "has no envcraft limit (CPU time is the policy's)",
-        ),
-        (
-            environment,
-            "[environment]",
-            "mcp_servers",
-            "are not started",
-        ),
-        (environment, "[environment]", "healthcheck", "is not run"),
-        (environment, "[environment]", "skills_dir", "is not read"),
-        (
-            agent,
-            "[agent]",
-            "user",
-            "is not applied: commands run as the sandbox's root",
-        ),
-        (
-            verifier,
-            "[verifier]",
-            "user",
-            "is not applied: the grader runs as the sandbox's root",
-        ),
-        (
-            verifier,
-            "[verifier]",
-            "environment_mode",
-            "is not applied: the grader runs over the agent's root, in a sandbox of its own",
-        ),
-        (
-            verifier,
-            "[verifier]",
-            "environment",
-            "is not applied: the grader runs over the agent's root, in a sandbox of its own",
-        ),
-        (
-            verifier,
-            "[verifier]",
-            "collect",
-            "commands are not run (there are no services)",
-        ),
-        (
-            &table,
-            "task.toml",
-            "artifacts",
-            "are not collected (the workspace's changes are the session's)",
-        ),
-    ] {
-        if t.contains_key(key) {
-            c.notes.push(format!("{what} {key} {note}"));
-        }
-    }
-    Ok(c)
 }
 
 /// Plan the Harbor task at `dir` below `root`; `task` names it in errors.
@@ -766,212 +559,20 @@ fn solution_jsonl(
     Ok(Some(lines))
 }
 
-fn env_toml(env: &str, id: &str, image: Option<&str>) -> String {
-    let tools: Vec<String> = BUILTIN_TOOLS.iter().map(|t| toml_string(t)).collect();
-    let mut text = format!(
-        "# Imported by `envcraft import harbor`; the clock is fixed (Harbor has none).\n\
-         name = {}\n\
-         description = {}\n\
-         policy = \"policy.toml\"\n\
-         tools = [{}]\n\
-         base_time = {}\n\
-         time_step_secs = 0\n",
-        toml_string(env),
-        toml_string(&format!("Harbor task {id}, imported unchanged")),
-        tools.join(", "),
-        toml_string(super::IMPORT_BASE_TIME),
-    );
-    if let Some(image) = image {
-        text.push_str(&format!("image = {}\n", toml_string(image)));
-    }
-    text
-}
-
-/// The policy of an imported task: the `default` policy's sandbox, the workspace at
-/// `workdir` with Harbor's mount points, the task's variables and limits.
-fn policy_toml<'a>(
-    workdir: &str,
-    c: &Config,
-    vars: impl Iterator<Item = &'a (String, String)>,
-) -> String {
-    let mut path = "/usr/local/bin:/usr/bin:/bin:/.envcraft/bin".to_string();
-    let mut set = BTreeMap::new();
-    for (name, value) in vars {
-        match name.as_str() {
-            "PATH" => path = value.replace("$PATH", &path),
-            _ => {
-                set.insert(name.clone(), value.clone());
-            }
-        }
-    }
-    let set: Vec<String> = set
-        .iter()
-        .map(|(k, v)| format!("{} = {}", toml_string(k), toml_string(v)))
-        .collect();
-    let mounts: Vec<String> = MOUNTS
-        .iter()
-        .map(|(at, dir)| format!("{} = {}", toml_string(at), toml_string(dir)))
-        .collect();
-    let storage = c
-        .storage_mb
-        .map(|m| format!("{m}MiB"))
-        .unwrap_or("4GiB".into());
-    let wall = c.agent_timeout.unwrap_or(0).clamp(1800, 86_400);
-    format!(
-        "# A Harbor task's sandbox (`envcraft import harbor`): the default policy's, the workspace at\n\
-         # the task's working directory, Harbor's /logs and /solution as workspace mount points.\n\
-         description = \"A Harbor task: no network; the workspace and Harbor's paths read-write\"\n\n\
-         [filesystem]\n\
-         read_only = [\"/usr\", \"/bin\", \"/sbin\", \"/lib\", \"/lib32\", \"/lib64\", \"/etc\"]\n\
-         hidden = [\"/etc/shadow\", \"/etc/shadow-\", \"/etc/gshadow\", \"/etc/gshadow-\", \"/etc/sudoers\", \"/etc/sudoers.d\", \"/etc/ssh\", \"/etc/ssl/private\", \"/etc/security/opasswd\"]\n\
-         workspace = {}\n\
-         workspace_mounts = {{ {} }}\n\
-         workspace_writable = true\n\
-         tmp_size = \"1GiB\"\n\n\
-         [network]\nmode = \"none\"\nallow_tcp_bind = []\nallow_tcp_connect = []\nallow_netlink = false\n\n\
-         [limits]\n\
-         wall_time_secs = {wall}\ncpu_secs = {wall}\nmemory = \"{}\"\nprocesses = 1024\nfile_size = \"{storage}\"\n\
-         open_files = 4096\noutput_bytes = \"8MiB\"\nworkspace_size = \"{storage}\"\ntranscript_bytes = \"256MiB\"\n\n\
-         [environment]\npath = {}\nhome = \"/root\"\ntz = \"UTC\"\nlang = \"C.UTF-8\"\nhostname = \"envcraft\"\npass = []\n\
-         set = {{ {} }}\n\n\
-         [protections]\n\
-         required = [\"user_namespace\", \"mount_namespace\", \"pid_namespace\", \"network_namespace\", \"ipc_namespace\", \"uts_namespace\", \"landlock_filesystem\", \"seccomp\", \"no_new_privs\", \"capabilities_dropped\", \"rlimits\", \"workspace_size_limit\"]\n\
-         best_effort = [\"cgroup_namespace\", \"overlay_workspace\", \"landlock_network\", \"landlock_scope\", \"cgroup_limits\"]\n",
-        toml_string(workdir),
-        mounts.join(", "),
-        c.memory_mb
-            .map(|m| format!("{m}MiB"))
-            .unwrap_or("2GiB".into()),
-        toml_string(&path),
-        set.join(", "),
-    )
-}
-
-/// Refuse the task now when its policy does not load (a variable the policy owns, say).
-fn check_policy(file: &PlannedFile, task: &Path) -> Result<(), ImportError> {
-    if let Content::Text(text) = &file.content {
-        crate::spec::policy::Policy::parse("policy", "policy.toml", text).map_err(|e| {
-            ImportError::Unrepresentable {
-                path: task.to_path_buf(),
-                reason: format!(
-                    "its sandbox policy does not load: {}",
-                    crate::error::chain(&e)
-                ),
-            }
-        })?;
-    }
-    Ok(())
-}
-
-/// `task.toml`: the instruction as it is, Harbor's verifier as the command.
-fn task_toml(prompt: &str, id: &str, c: &Config) -> String {
-    let exports: String = c
-        .verifier_env
-        .iter()
-        .map(|(k, v)| format!("export {k}='{}'; ", v.replace('\'', "'\\''")))
-        .collect();
-    format!(
-        "{}\n[verifier]\n\
-         # Harbor's verifier: tests/test.sh (at /tests) after the agent, the reward it writes to\n\
-         # /logs/verifier/reward.json or reward.txt.\n\
-         kind = \"command\"\n\
-         command = {}\n\
-         grader_dir = {}\n\
-         timeout_secs = {}\n{}",
-        prompt_toml(&[prompt.to_string()]),
-        toml_string(&format!("{exports}{VERIFY}")),
-        toml_string(TESTS_DIR),
-        c.verifier_timeout,
-        source_table(ORIGIN, id, "see the task's source"),
-    )
-}
-
-fn docs_md(id: &str, workdir: &str, notes: &[String]) -> String {
-    let mut docs = format!(
-        "# Harbor task {id}\n\n\
-         Imported from Harbor by `envcraft import`. Your working directory is {workdir} (the \
-         workspace); /logs/agent is yours for logs. There is no network.\n"
-    );
-    if !notes.is_empty() {
-        docs.push_str("\nNotes on the import:\n\n");
-        for note in notes {
-            docs.push_str(&format!("- {note}\n"));
-        }
-    }
-    docs
-}
-
-fn source_json(
-    id: &str,
-    workdir: &str,
-    image: Option<&str>,
-    needs: &[(String, String)],
-    notes: &[String],
-) -> String {
-    let needs: Vec<Value> = needs
-        .iter()
-        .map(|(need, why)| json!({"need": need, "why": why}))
-        .collect();
-    let doc = json!({
-        "format": "harbor",
-        "origin": ORIGIN,
-        "id": id,
-        "workdir": workdir,
-        "image": image,
-        "grader": "tests/test.sh at /tests after the agent, as Harbor's verifier runs it; the reward from /logs/verifier/reward.json (the mean of its numbers) or reward.txt",
-        "unmet_needs": needs,
-        "notes": notes,
-    });
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
-    fn schema_versions_are_checked() {
-        let p = Path::new("task.toml");
-        assert!(config(p, "schema_version = \"1.4\"\n").is_ok());
-        assert!(config(p, "version = \"1.0\"\n").is_ok());
-        assert!(config(p, "").is_ok());
-        let err = config(p, "schema_version = \"9.0\"\n").unwrap_err();
-        assert!(err.to_string().contains("does not read"), "{err}");
-    }
-
-    #[test]
-    fn harbors_public_default_is_an_unmet_need() {
-        let c = config(Path::new("t"), "").unwrap();
-        assert_eq!(c.needs[0].0, "network");
-        let c = config(
-            Path::new("t"),
-            "[environment]\nnetwork_mode = \"no-network\"\n",
-        )
-        .unwrap();
-        assert!(c.needs.is_empty());
-        let err = config(Path::new("t"), "[[steps]]\nname = \"a\"\n").unwrap_err();
-        assert!(err.to_string().contains("multi-step"), "{err}");
-    }
-
-    #[test]
-    fn the_policy_of_an_import_loads() {
-        let c = Config::default();
-        let vars = [
-            ("PATH".to_string(), "/opt/bin:$PATH".to_string()),
-            ("A".into(), "1".into()),
-        ];
-        let text = policy_toml("/app", &c, vars.iter());
-        let policy = crate::spec::policy::Policy::parse("p", "p.toml", &text).unwrap();
-        assert_eq!(policy.filesystem.workspace, Path::new("/app"));
-        assert!(
-            policy
-                .environment
-                .path
-                .starts_with("/opt/bin:/usr/local/bin")
-        );
-        assert_eq!(policy.filesystem.workspace_mounts.len(), 2);
+    fn a_harbor_task_dir_is_told_from_an_envcraft_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("e");
+        let task = env.join("tasks/t");
+        std::fs::create_dir_all(task.join("tests")).unwrap();
+        std::fs::write(task.join("task.toml"), "").unwrap();
+        assert!(is_task_dir(&task));
+        std::fs::write(env.join("env.toml"), "").unwrap();
+        assert!(!is_task_dir(&task));
     }
 }
