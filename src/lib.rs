@@ -31,6 +31,9 @@
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
 //! - [`import`]: importers of other projects' Claw tasks (ClawGym, PinchBench) into
 //!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
+//! - [`export`]: envcraft environments as Harbor tasks (`envcraft export harbor`): a
+//!   Dockerfile over the image, the files, a self-contained checker, `solve.sh` from the
+//!   reference solution; what has no Harbor equivalent refused per task.
 //! - [`agent`]: real agents as a session's agent: OpenClaw, unchanged, in the session's
 //!   sandbox, pointed at an OpenAI-compatible endpoint on loopback; its transcript kept.
 //! - [`audit`]: the quality gate: each task's reference solution, false positives,
@@ -57,7 +60,8 @@
 //! cli, fuzz_targets
 //! server
 //! mcp, synth
-//! agent, audit, import, view   (import: spec and sys only; view: workspace only)
+//! agent, audit, import, export, view   (import: spec and sys only; export: spec and
+//!                                       verify; view: workspace only)
 //! session
 //! tools, verify
 //! sandbox
@@ -71,6 +75,7 @@ pub mod audit;
 pub mod cli;
 pub mod clock_shim;
 pub mod error;
+pub mod export;
 pub mod fuzz_targets;
 pub mod image;
 pub mod import;

@@ -194,7 +194,9 @@ fn every_fixture_task_imports_with_its_prompt_byte_for_byte_and_its_source() {
         fx.join("clawgym/task_0003"),
         fx.join("pinchbench/task_12_skill_search.md"),
     ] {
-        let (_temp, task_dir) = envcraft::import::import_one_to_temp(&one).unwrap();
+        let (_temp, imported) =
+            envcraft::import::import_one_to_temp(&one, &Default::default()).unwrap();
+        let task_dir = imported.task_dir;
         let task = TaskSpec::load(&task_dir).unwrap();
         assert!(one.to_str().unwrap().contains(&task.id));
     }

@@ -15,7 +15,8 @@ use crate::cli::error::Error;
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// Task directories, environment directories, or directories of environments.
+    /// Task directories, environment directories, directories of environments, or ClawGym,
+    /// PinchBench or Harbor task sets (imported on the fly).
     #[arg(value_name = "PATH", required = true)]
     pub paths: Vec<PathBuf>,
     /// Print one JSON object (tasks with their checks, and the totals).
@@ -28,6 +29,8 @@ pub struct AuditArgs {
     pub skills: SkillsDir,
     #[command(flatten)]
     pub state_dir: StateDir,
+    #[command(flatten)]
+    pub base: super::task_args::BaseArg,
     /// With --judge-url: judge tasks are judged, and each task gets EnvCraft's rubric
     /// inspection (check `rubric`).
     #[command(flatten)]
@@ -134,12 +137,55 @@ fn collect(child: Child, task: &Path) -> TaskAudit {
     }
 }
 
+/// The envcraft tasks under `path`: its own, or those of the foreign task set it is, imported
+/// into a temporary tree (returned, removed when dropped; what could not be imported said on
+/// stderr). A Harbor task whose image the store cannot give is refused before anything starts.
+pub fn tasks_of(
+    path: &Path,
+    base: super::task_args::BaseArg,
+    state_dir: Option<&Path>,
+) -> Result<(Option<tempfile::TempDir>, Vec<PathBuf>), Error> {
+    use crate::import::{self, Format};
+    let found = crate::spec::task::find_tasks(path);
+    let format = match import::detect(path) {
+        Some(Format::Harbor) => Format::Harbor,
+        Some(format) if found.is_empty() => format,
+        _ => return Ok((None, found)),
+    };
+    let (temp, outcome) = import::import_all_to_temp(format, path, &base.import_options())?;
+    for (id, why) in &outcome.skipped {
+        eprintln!("skipped {} task {id}: {why}", format.name());
+    }
+    let mut tasks = Vec::new();
+    let state_root = match outcome.imported.iter().any(|t| t.image.is_some()) {
+        true => Some(crate::workspace::state_root::open(
+            state_dir.map(Path::to_path_buf),
+        )?),
+        false => None,
+    };
+    for imported in &outcome.imported {
+        if format == Format::Harbor {
+            super::task_args::say_notes(imported);
+        }
+        if let Some(root) = &state_root
+            && let Err(e) = super::task_args::check_image(imported, root)
+        {
+            eprintln!("skipped {} task {}: {e}", format.name(), imported.task);
+            continue;
+        }
+        tasks.push(imported.task_dir.clone());
+    }
+    Ok((Some(temp), tasks))
+}
+
 pub fn run(args: AuditArgs) -> Result<i32, Error> {
-    let tasks: Vec<PathBuf> = args
-        .paths
-        .iter()
-        .flat_map(|p| crate::spec::task::find_tasks(p))
-        .collect();
+    let mut tasks: Vec<PathBuf> = Vec::new();
+    let mut imported = Vec::new();
+    for path in &args.paths {
+        let (temp, found) = tasks_of(path, args.base, args.state_dir.path.as_deref())?;
+        tasks.extend(found);
+        imported.extend(temp);
+    }
     let options = crate::session::SessionOptions {
         state_root: crate::workspace::state_root::open(args.state_dir.path.clone())?,
         skills_root: args.skills.path.clone(),

@@ -51,8 +51,18 @@ pub enum Error {
     Grader(#[from] crate::verify::command::GraderError),
     #[error(transparent)]
     Import(#[from] crate::import::ImportError),
+    #[error(transparent)]
+    Export(#[from] crate::export::harbor::ExportError),
     #[error(
-        "no task under {0}: expected task directories (task.toml), environments (env.toml), a directory of environments, or a ClawGym or PinchBench task set"
+        "task {task}: its image `{image}` is not in envcraft's image store and cannot be pulled ({reason}); import or pull it under that name (`envcraft image import FILE --name {image}`, `envcraft image pull REF --name {image}`), or pass `--base host` to run it over the host's read-only system paths instead"
+    )]
+    NoBaseImage {
+        task: String,
+        image: String,
+        reason: String,
+    },
+    #[error(
+        "no task under {0}: expected task directories (task.toml), environments (env.toml), a directory of environments, or a ClawGym, PinchBench or Harbor task set"
     )]
     NoTasks(String),
     #[error(transparent)]

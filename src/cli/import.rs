@@ -1,5 +1,5 @@
-//! `envcraft import clawgym|pinchbench SRC DEST [--skip-unmet-needs]`: turn another project's
-//! Claw tasks into envcraft environments, one per task, under DEST.
+//! `envcraft import clawgym|pinchbench|harbor SRC DEST [--skip-unmet-needs] [--base host]`: turn
+//! another project's tasks into envcraft environments, one per task, under DEST.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,7 +15,8 @@ pub struct ImportArgs {
     #[arg(value_enum, value_name = "FORMAT")]
     pub format: FormatArg,
     /// A ClawGym dataset folder (task_NNNN/...) or one task folder; a PinchBench checkout
-    /// (tasks/*.md, assets/), a folder of task files, or one .md.
+    /// (tasks/*.md, assets/), a folder of task files, or one .md; a Harbor task directory or a
+    /// dataset directory of them.
     #[arg(value_name = "SRC")]
     pub src: PathBuf,
     /// Where the environments go (DEST/FORMAT-ID/); created when missing.
@@ -25,12 +26,15 @@ pub struct ImportArgs {
     /// runtime) instead of importing them with a note.
     #[arg(long)]
     pub skip_unmet_needs: bool,
+    #[command(flatten)]
+    pub base: super::task_args::BaseArg,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     Clawgym,
     Pinchbench,
+    Harbor,
 }
 
 /// Exit 0 when every task was imported, 1 when some were refused or skipped (each named,
@@ -39,9 +43,11 @@ pub fn run(args: ImportArgs) -> Result<i32, Error> {
     let format = match args.format {
         FormatArg::Clawgym => Format::ClawGym,
         FormatArg::Pinchbench => Format::PinchBench,
+        FormatArg::Harbor => Format::Harbor,
     };
     let options = ImportOptions {
         skip_unmet_needs: args.skip_unmet_needs,
+        ..args.base.import_options()
     };
     let outcome = import::import(format, &args.src, &args.dest, &options)?;
     let mut out = std::io::stdout().lock();

@@ -7,6 +7,7 @@ mod doctor;
 pub mod error;
 mod exec;
 mod exec_line;
+mod export;
 mod image;
 mod import;
 mod judge_args;
@@ -66,8 +67,10 @@ pub enum Command {
     Suite(suite::SuiteArgs),
     /// Synthesize tasks along environments' tool graphs, grounded by execution, kept by the audit
     Synth(synth::SynthArgs),
-    /// Import another project's Claw tasks (ClawGym, PinchBench) as environments.
+    /// Import another project's tasks (ClawGym, PinchBench, Harbor) as environments.
     Import(import::ImportArgs),
+    /// Export an environment's tasks in another project's format (Harbor task directories).
+    Export(export::ExportArgs),
     /// Serve sessions over HTTP to rollout workers.
     Serve(serve::ServeArgs),
     /// Serve one session of a task over MCP on stdin/stdout, for an agent harness.
@@ -103,6 +106,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Suite(args) => suite::run(args),
         Command::Synth(args) => synth::run(args),
         Command::Import(args) => import::run(args),
+        Command::Export(args) => export::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::View(args) => view::run(args),

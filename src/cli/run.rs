@@ -81,6 +81,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
     };
     let steps = trajectory::load(&actions_path)?;
     let options = args.session_options()?;
+    task.check_image(&options.state_root)?;
     let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
     let create_us = creating.elapsed().as_micros() as u64;
@@ -133,6 +134,7 @@ fn run_agent(args: RunArgs) -> Result<i32, Error> {
     )?;
     let task = args.task.load()?;
     let options = agent.session_options(&task, args.session_options()?)?;
+    task.check_image(&options.state_root)?;
     let creating = Instant::now();
     let mut session = Session::create(&task, &options)?;
     let create_us = creating.elapsed().as_micros() as u64;

@@ -1,8 +1,8 @@
 //! `envcraft suite DIR [--jobs N] [--agent noop|reference|openclaw] [--json] [--report FILE]
 //! [--keep DIR]`:
 //! run every task under DIR in its own session (in parallel child processes), verify each, and
-//! report per environment. DIR may also be a ClawGym or PinchBench task set, imported on the
-//! fly. With `--agent openclaw --model-url URL`, OpenClaw itself is each task's agent.
+//! report per environment. DIR may also be a ClawGym, PinchBench or Harbor task set, imported
+//! on the fly. With `--agent openclaw --model-url URL`, OpenClaw itself is each task's agent.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -17,12 +17,11 @@ use super::agent_args::ModelArgs;
 use super::judge_args::JudgeArgs;
 use super::task_args::SkillsDir;
 use crate::cli::error::Error;
-use crate::import;
 
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
-    /// Task directories, environment directories, directories of environments, or ClawGym or
-    /// PinchBench task sets.
+    /// Task directories, environment directories, directories of environments, or ClawGym,
+    /// PinchBench or Harbor task sets.
     #[arg(value_name = "DIR", required = true)]
     pub paths: Vec<PathBuf>,
     /// Tasks run at once, in parallel processes.
@@ -48,6 +47,10 @@ pub struct SuiteArgs {
     pub keep: Option<PathBuf>,
     #[command(flatten)]
     pub skills: SkillsDir,
+    #[command(flatten)]
+    pub state_dir: super::task_args::StateDir,
+    #[command(flatten)]
+    pub base: super::task_args::BaseArg,
     #[command(flatten)]
     pub judge: JudgeArgs,
 }
@@ -94,6 +97,9 @@ fn spawn(task: &Path, args: &SuiteArgs, noop: &Path) -> std::io::Result<Child> {
         .arg(&args.skills.path);
     if let Some(keep) = &args.keep {
         cmd.arg("--keep").arg(keep.join(kept_name(task)));
+    }
+    if let Some(state) = &args.state_dir.path {
+        cmd.arg("--state-dir").arg(state);
     }
     match args.agent.as_str() {
         "noop" => {
@@ -283,18 +289,10 @@ pub fn run(args: SuiteArgs) -> Result<i32, Error> {
     // Foreign task sets are imported into temporary trees, kept until the suite ends.
     let mut imported = Vec::new();
     for path in &args.paths {
-        let found = crate::spec::task::find_tasks(path);
-        match import::detect(path) {
-            Some(format) if found.is_empty() => {
-                let (temp, outcome) = import::import_all_to_temp(format, path)?;
-                for (id, why) in &outcome.skipped {
-                    eprintln!("skipped {} task {id}: {why}", format.name());
-                }
-                tasks.extend(outcome.imported.iter().map(|t| t.task_dir.clone()));
-                imported.push(temp);
-            }
-            _ => tasks.extend(found),
-        }
+        let (temp, found) =
+            super::audit::tasks_of(path, args.base, args.state_dir.path.as_deref())?;
+        tasks.extend(found);
+        imported.extend(temp);
     }
     if tasks.is_empty() {
         let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();

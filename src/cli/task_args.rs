@@ -13,14 +13,73 @@ use crate::spec::time::Timestamp;
 
 #[derive(Debug, Args)]
 pub struct TaskArgs {
-    /// A task directory, ENV/TASK_ID under --workspaces, a ClawGym task folder or a PinchBench
-    /// task file (.md).
+    /// A task directory, ENV/TASK_ID under --workspaces, a ClawGym task folder, a PinchBench
+    /// task file (.md) or a Harbor task directory.
     #[arg(value_name = "TASK")]
     pub task: String,
+    #[command(flatten)]
+    pub base: BaseArg,
     #[command(flatten)]
     pub workspaces: WorkspacesDir,
     #[command(flatten)]
     pub skills: SkillsDir,
+}
+
+/// `--base host`: what stands for a Harbor task's image, for every subcommand that imports one.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct BaseArg {
+    /// `host`: a Harbor task's image (its Dockerfile's FROM, its docker_image) is stood in for
+    /// by the host's read-only system paths, said in the output; without it the image must be
+    /// in envcraft's image store (`envcraft image import|pull`).
+    #[arg(long = "base", value_enum, value_name = "BASE")]
+    pub base: Option<BaseKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BaseKind {
+    Host,
+}
+
+impl BaseArg {
+    /// The import's options for this choice.
+    pub fn import_options(self) -> crate::import::ImportOptions {
+        crate::import::ImportOptions {
+            skip_unmet_needs: false,
+            base: match self.base {
+                Some(BaseKind::Host) => crate::import::harbor::Base::Host,
+                None => crate::import::harbor::Base::Image,
+            },
+        }
+    }
+
+    /// The flags that give this choice to a child `envcraft`.
+    pub fn to_args(self) -> Vec<String> {
+        match self.base {
+            Some(BaseKind::Host) => vec!["--base".into(), "host".into()],
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Refuse, before anything starts, an imported task whose image the store neither holds nor
+/// can pull (a Harbor task's `FROM` without `--base host`).
+pub fn check_image(imported: &crate::import::ImportedTask, state_root: &Path) -> Result<(), Error> {
+    let Some(image) = &imported.image else {
+        return Ok(());
+    };
+    let found = crate::image::Store::open(state_root).and_then(|store| store.image(image));
+    found.map(|_| ()).map_err(|e| Error::NoBaseImage {
+        task: imported.task.clone(),
+        image: image.clone(),
+        reason: crate::error::chain(&e),
+    })
+}
+
+/// Say what an import of a Harbor task could not carry over exactly (`base=host` among it).
+pub fn say_notes(imported: &crate::import::ImportedTask) {
+    for note in &imported.notes {
+        eprintln!("envcraft: {}: {note}", imported.env);
+    }
 }
 
 /// `--skills DIR`: where skills are found, for every subcommand that runs a session.
@@ -79,7 +138,18 @@ pub struct SessionArgs {
 /// PinchBench `.md`) the temporary environment it was imported into, removed on drop.
 pub struct OpenedTask {
     spec: TaskSpec,
-    _imported: Option<tempfile::TempDir>,
+    /// The task as imported, and the temporary tree it lives in.
+    imported: Option<(tempfile::TempDir, crate::import::ImportedTask)>,
+}
+
+impl OpenedTask {
+    /// Refuse a task whose image the store neither holds nor can pull (see [`check_image`]).
+    pub fn check_image(&self, state_root: &Path) -> Result<(), Error> {
+        match &self.imported {
+            Some((_, imported)) => check_image(imported, state_root),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Deref for OpenedTask {
@@ -93,19 +163,27 @@ impl TaskArgs {
     /// The task named on the command line: an envcraft task directory or ENV/TASK_ID, else
     /// a foreign task imported on the fly (its prompt and grader unchanged).
     pub fn load(&self) -> Result<OpenedTask, Error> {
+        use crate::import::{Format, single_task_format};
         let path = Path::new(&self.task);
-        let foreign_task =
-            !path.join("task.toml").is_file() && crate::import::single_task_format(path).is_some();
+        let foreign_task = match single_task_format(path) {
+            Some(Format::Harbor) => true,
+            Some(_) => !path.join("task.toml").is_file(),
+            None => false,
+        };
         if foreign_task {
-            let (temp, task_dir) = crate::import::import_one_to_temp(path)?;
+            let (temp, imported) =
+                crate::import::import_one_to_temp(path, &self.base.import_options())?;
+            if single_task_format(path) == Some(Format::Harbor) {
+                say_notes(&imported);
+            }
             return Ok(OpenedTask {
-                spec: TaskSpec::load(&task_dir)?,
-                _imported: Some(temp),
+                spec: TaskSpec::load(&imported.task_dir)?,
+                imported: Some((temp, imported)),
             });
         }
         Ok(OpenedTask {
             spec: TaskSpec::resolve(&self.task, &self.workspaces.path)?,
-            _imported: None,
+            imported: None,
         })
     }
 }

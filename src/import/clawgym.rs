@@ -295,6 +295,7 @@ fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, Im
         files: sorted(files),
         unmet_needs: needs,
         notes,
+        image: None,
     })
 }
 

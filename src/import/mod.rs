@@ -8,18 +8,22 @@
 //! envcraft could not represent.
 //!
 //! An import is a pure plan first ([`EnvPlan`]: the files to write, as text or as a copy of a
-//! source file), made by [`clawgym`] or [`pinchbench`], then written by [`write_plan`]. The
+//! source file), made by [`clawgym`], [`pinchbench`] or [`harbor`], then written by
+//! [`write_plan`]. The
 //! plan holds no absolute path, no time and no map with an unspecified order, so importing
 //! the same source twice gives byte-identical trees. A task that cannot be represented is
 //! refused with a reason and the others are imported; a task that asks for what the sandbox
 //! does not give (the web, a container runtime) is imported unchanged with a note, or skipped
 //! when asked.
 //!
-//! What every imported environment shares: the `default` policy (no network), every
-//! built-in tool, and a frozen clock at [`IMPORT_BASE_TIME`] (neither format has a clock of
-//! its own; `envcraft run --base-time` overrides it).
+//! What every imported environment shares: no network (the `default` policy, or for Harbor
+//! tasks a policy of their own with the same sandbox), every built-in tool, and a frozen clock
+//! at [`IMPORT_BASE_TIME`] (no format has a clock of its own; `envcraft run --base-time`
+//! overrides it).
 
 pub mod clawgym;
+pub mod dockerfile;
+pub mod harbor;
 pub mod pinchbench;
 pub mod source;
 
@@ -81,7 +85,7 @@ pub enum ImportError {
         expected: &'static str,
     },
     #[error(
-        "cannot tell the format of {path}: expected a ClawGym task folder (holding data_entry.json) or a PinchBench task file (.md)"
+        "cannot tell the format of {path}: expected a ClawGym task folder (holding data_entry.json), a PinchBench task file (.md) or a Harbor task directory (task.toml, instruction.md, environment/, tests/)"
     )]
     UnknownFormat { path: PathBuf },
 }
@@ -97,6 +101,9 @@ pub enum Format {
     ClawGym,
     /// PinchBench: `tasks/*.md` (YAML front matter, `## Prompt`, `def grade(...)`).
     PinchBench,
+    /// Harbor: task directories (`task.toml`, `instruction.md`, `environment/`, `tests/`,
+    /// `solution/`), or a dataset of them.
+    Harbor,
 }
 
 impl Format {
@@ -104,6 +111,7 @@ impl Format {
         match self {
             Format::ClawGym => "clawgym",
             Format::PinchBench => "pinchbench",
+            Format::Harbor => "harbor",
         }
     }
 }
@@ -114,6 +122,8 @@ pub struct ImportOptions {
     /// Skip (with a message) the tasks that need what the sandbox does not give, instead of
     /// importing them with a note.
     pub skip_unmet_needs: bool,
+    /// What stands for a Harbor task's image (`--base host`: the host's system paths).
+    pub base: harbor::Base,
 }
 
 /// One file of a plan, relative to the destination directory.
@@ -146,6 +156,8 @@ pub struct EnvPlan {
     pub unmet_needs: Vec<(String, String)>,
     /// Everything else the import could not carry over exactly, for people.
     pub notes: Vec<String>,
+    /// The image `env.toml` names (a Harbor task's `FROM`), which the store must hold.
+    pub image: Option<String>,
 }
 
 /// One task the importer looked at: planned, or refused with a reason.
@@ -167,6 +179,8 @@ pub struct ImportedTask {
     /// `DEST/ENV/tasks/ID`.
     pub task_dir: PathBuf,
     pub notes: Vec<String>,
+    /// The image the environment runs over, when it names one.
+    pub image: Option<String>,
 }
 
 /// Import every task of `format` under `src` into `dest` (created when missing), one
@@ -181,6 +195,7 @@ pub fn import(
     let planned = match format {
         Format::ClawGym => clawgym::plan_all(src)?,
         Format::PinchBench => pinchbench::plan_all(src)?,
+        Format::Harbor => harbor::plan_all(src, options.base)?,
     };
     std::fs::create_dir_all(dest).map_err(|source| ImportError::Write {
         path: dest.to_path_buf(),
@@ -220,15 +235,19 @@ pub fn import(
             env: plan.env,
             task: plan.task,
             notes: plan.notes,
+            image: plan.image,
         });
     }
     Ok(outcome)
 }
 
-/// The format of the one foreign task at `path`: a ClawGym task folder (holding
-/// `data_entry.json`) or a PinchBench task file (`.md`).
+/// The format of the one foreign task at `path`: a Harbor task directory (see
+/// [`harbor::is_task_dir`]), a ClawGym task folder (holding `data_entry.json`) or a
+/// PinchBench task file (`.md`).
 pub fn single_task_format(path: &Path) -> Option<Format> {
-    if path.is_dir() && path.join("data_entry.json").is_file() {
+    if harbor::is_task_dir(path) {
+        Some(Format::Harbor)
+    } else if path.is_dir() && path.join("data_entry.json").is_file() {
         Some(Format::ClawGym)
     } else if path.is_file() && path.extension().is_some_and(|e| e == "md") {
         Some(Format::PinchBench)
@@ -237,8 +256,8 @@ pub fn single_task_format(path: &Path) -> Option<Format> {
     }
 }
 
-/// The foreign format of the task set at `path`, when it is one: a ClawGym task folder
-/// (`data_entry.json`) or a folder of them; a PinchBench task file (`.md`), a folder of them,
+/// The foreign format of the task set at `path`, when it is one: a Harbor task directory or a
+/// dataset of them; a ClawGym task folder (`data_entry.json`) or a folder of them; a PinchBench task file (`.md`), a folder of them,
 /// or a checkout holding `tasks/*.md`. `None` for anything else (an envcraft tree, say).
 pub fn detect(path: &Path) -> Option<Format> {
     let has_child = |dir: &Path, test: &dyn Fn(&Path) -> bool| {
@@ -252,6 +271,9 @@ pub fn detect(path: &Path) -> Option<Format> {
     }
     if has_child(path, &|p| single_task_format(p) == Some(Format::ClawGym)) {
         return Some(Format::ClawGym);
+    }
+    if has_child(path, &harbor::is_task_dir) {
+        return Some(Format::Harbor);
     }
     if path.join("tasks").is_dir() && has_child(&path.join("tasks"), &is_md) {
         return Some(Format::PinchBench);
@@ -273,6 +295,7 @@ fn is_readme(path: &Path) -> bool {
 pub fn import_all_to_temp(
     format: Format,
     src: &Path,
+    options: &ImportOptions,
 ) -> Result<(tempfile::TempDir, ImportOutcome), ImportError> {
     let temp = tempfile::Builder::new()
         .prefix("envcraft-import-")
@@ -281,15 +304,20 @@ pub fn import_all_to_temp(
             path: std::env::temp_dir(),
             source,
         })?;
-    let outcome = import(format, src, temp.path(), &ImportOptions::default())?;
+    let outcome = import(format, src, temp.path(), options)?;
     Ok((temp, outcome))
 }
 
-/// Import the one task at `path` (a ClawGym task folder, or a PinchBench `.md` file) into a
-/// new temporary directory; returns the directory (removed when dropped) and the task's
-/// directory inside it, ready for [`crate::spec::TaskSpec::load`].
-pub fn import_one_to_temp(path: &Path) -> Result<(tempfile::TempDir, PathBuf), ImportError> {
+/// Import the one task at `path` (a ClawGym task folder, a PinchBench `.md` file or a Harbor
+/// task directory) into a new temporary directory; returns the directory (removed when
+/// dropped) and the task as imported (its directory inside it, ready for
+/// [`crate::spec::TaskSpec::load`]).
+pub fn import_one_to_temp(
+    path: &Path,
+    options: &ImportOptions,
+) -> Result<(tempfile::TempDir, ImportedTask), ImportError> {
     let plan = match single_task_format(path) {
+        Some(Format::Harbor) => harbor::plan_task(path, options.base)?,
         Some(Format::ClawGym) => clawgym::plan_task(path)?,
         Some(Format::PinchBench) => {
             pinchbench::plan_task(path, &pinchbench::assets_root_of_file(path))?
@@ -309,7 +337,16 @@ pub fn import_one_to_temp(path: &Path) -> Result<(tempfile::TempDir, PathBuf), I
         })?;
     let env_dir = write_plan(&plan, temp.path())?;
     let task_dir = env_dir.join("tasks").join(&plan.task);
-    Ok((temp, task_dir))
+    Ok((
+        temp,
+        ImportedTask {
+            env: plan.env,
+            task: plan.task,
+            task_dir,
+            notes: plan.notes,
+            image: plan.image,
+        },
+    ))
 }
 
 /// Write `plan` as `dest/ENV/`: first into a hidden sibling, then renamed into place, so that a

@@ -519,6 +519,7 @@ fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, Im
         files,
         unmet_needs: needs,
         notes: all_notes,
+        image: None,
     })
 }
 

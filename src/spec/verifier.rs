@@ -49,8 +49,9 @@ pub struct VerifierSpec {
     pub all_or_nothing: bool,
     /// How the parts of a `hybrid` verifier add up: set exactly for `hybrid`.
     pub weights: Option<Weights>,
-    /// Where the task's `grader/` files appear in the grader's workspace (a relative
-    /// directory; `grader` unless set: ClawGym's graders expect `reward`).
+    /// Where the task's `grader/` files appear to the grader: a directory of its workspace
+    /// (relative; `grader` unless set: ClawGym's graders expect `reward`), or an absolute path
+    /// apart from the workspace and the system paths (Harbor's `/tests`).
     pub grader_dir: String,
     /// The LLM judge: set exactly when the verifier has a judge part.
     pub judge: Option<JudgeSpec>,
@@ -191,6 +192,36 @@ fn is_plain_relative(path: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
+/// Paths an absolute `grader_dir` may not be, hold or lie below: the system's, and those the
+/// sandbox makes itself.
+const SYSTEM_PATHS: [&str; 11] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/etc",
+    "/proc",
+    "/dev",
+    "/tmp",
+    "/.envcraft",
+];
+
+/// Whether `path` can be an absolute `grader_dir`: absolute, plain components only, apart
+/// from [`SYSTEM_PATHS`] (its overlap with the workspace is the grader's check: the policy
+/// decides where the workspace is).
+pub fn is_grader_mount(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    is_plain_relative(rest)
+        && !SYSTEM_PATHS.iter().any(|s| {
+            let s = Path::new(s);
+            Path::new(path).starts_with(s) || s.starts_with(path)
+        })
+}
+
 impl Check<'_> {
     pub(super) fn verifier(&self, raw: &Spanned<RawVerifier>) -> Result<VerifierSpec, TaskError> {
         let v = raw.get_ref();
@@ -271,13 +302,13 @@ impl Check<'_> {
             }
             Some(d) => {
                 let dir = d.get_ref();
-                if !is_plain_relative(dir) {
+                if !is_plain_relative(dir) && !is_grader_mount(dir) {
                     return Err(self
                         .invalid(
                             "verifier.grader_dir",
                             d.span(),
                             format!("is `{dir}`"),
-                            "a relative directory inside the workspace, without `.` or `..`",
+                            "a relative directory inside the workspace, without `.` or `..`, or an absolute path apart from the system's (`/tests`)",
                         )
                         .into());
                 }

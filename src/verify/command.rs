@@ -32,6 +32,10 @@ pub enum GraderError {
     Seal(#[source] std::io::Error),
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error(
+        "the grader's directory {dir} overlaps the workspace ({workspace}) or one of its mount points: an absolute grader_dir must lie apart from them"
+    )]
+    GraderDirOverlaps { dir: PathBuf, workspace: PathBuf },
     #[error("the grader runs over the environment's image {image:?}")]
     Image {
         image: String,
@@ -66,17 +70,32 @@ pub fn run_grader(
     for dir in [&top, &session] {
         std::fs::create_dir_all(dir).map_err(GraderError::Stage)?;
     }
+    let policy = grader_policy(task)?;
+    let workspace = policy.filesystem.workspace.clone();
     let grader_files = task.dir.join("grader");
     let has_grader_files = grader_files.is_dir();
-    let staged_grader = top.join(&task.verifier.grader_dir);
+    // A relative grader_dir is a directory of the workspace (sealed in the grader's own layer);
+    // an absolute one (Harbor's `/tests`) a place of its own, apart from the workspace.
+    let grader_at = workspace.join(&task.verifier.grader_dir);
+    let apart = Path::new(&task.verifier.grader_dir).is_absolute();
+    if apart && overlaps_workspace(&policy, &grader_at) {
+        return Err(GraderError::GraderDirOverlaps {
+            dir: grader_at,
+            workspace,
+        });
+    }
+    let staged_grader = match apart {
+        true => stage.path().join("grader"),
+        false => top.join(&task.verifier.grader_dir),
+    };
     if has_grader_files {
         crate::workspace::copy_tree(&grader_files, &staged_grader)?;
-        seal(&staged_grader)?;
+        if !apart {
+            seal(&staged_grader)?;
+        }
     }
     let mut env = env;
-    env.extend(interpreter_env(
-        has_grader_files.then_some(task.verifier.grader_dir.as_str()),
-    ));
+    env.extend(interpreter_env(has_grader_files.then_some(&grader_at)));
     if let Some(t) = transcript {
         std::fs::copy(t, session.join("transcript.jsonl")).map_err(GraderError::Stage)?;
         env.push((
@@ -84,10 +103,12 @@ pub fn run_grader(
             "/.envcraft/session/transcript.jsonl".into(),
         ));
     }
-    env.push(("ENVCRAFT_WORKSPACE".into(), "/workspace".into()));
+    env.push((
+        "ENVCRAFT_WORKSPACE".into(),
+        workspace.to_string_lossy().into_owned(),
+    ));
     let mut all_layers = vec![top];
     all_layers.extend(layers);
-    let policy = Policy::bundled("verifier")?;
     // The grader sees the root the agent saw: the environment's image, when it names one.
     let image = match &task.env.image {
         Some(name) => {
@@ -103,16 +124,14 @@ pub fn run_grader(
     };
     let mut binds = vec![(session, PathBuf::from("/.envcraft/session"))];
     if has_grader_files {
-        binds.push((
-            staged_grader,
-            policy.filesystem.workspace.join(&task.verifier.grader_dir),
-        ));
+        binds.push((staged_grader, grader_at));
     }
     let request = Request {
         layers: all_layers,
         binds,
         argv: vec!["/bin/true".into()],
-        timeout_secs: None,
+        // The sandbox lives as long as the task lets its grader run.
+        timeout_secs: Some(task.verifier.timeout_secs.max(policy.limits.wall_time_secs)),
         host_env: Vec::new(),
         without_namespaces: false,
         image,
@@ -171,6 +190,34 @@ pub fn run_grader(
     Ok((score, check))
 }
 
+/// The grader's policy: the bundled `verifier` policy, with the workspace where the session's
+/// policy shows it (its path, aliases and mount points), so that the grader finds the agent's
+/// files where the agent left them (a Harbor task's `/app`, its `/logs`), and the session's
+/// `PATH` and fixed variables. For the bundled policies (all at `/workspace`, no variables of
+/// their own) this is the `verifier` policy as it is.
+fn grader_policy(task: &TaskSpec) -> Result<Policy, GraderError> {
+    let mut policy = Policy::bundled("verifier")?;
+    let session = task.env.load_policy()?;
+    policy.filesystem.workspace = session.filesystem.workspace;
+    policy.filesystem.workspace_aliases = session.filesystem.workspace_aliases;
+    policy.filesystem.workspace_mounts = session.filesystem.workspace_mounts;
+    // The session's variables (a Harbor task's `ENV`), the verifier's own winning.
+    policy.environment.path = session.environment.path;
+    for (name, value) in session.environment.set {
+        policy.environment.set.entry(name).or_insert(value);
+    }
+    Ok(policy)
+}
+
+/// Whether `path` is, holds or lies below the workspace, an alias or a mount point of `policy`.
+fn overlaps_workspace(policy: &Policy, path: &Path) -> bool {
+    let fs = &policy.filesystem;
+    std::iter::once(&fs.workspace)
+        .chain(&fs.workspace_aliases)
+        .chain(fs.workspace_mounts.iter().map(|m| &m.path))
+        .any(|p| path.starts_with(p) || p.starts_with(path))
+}
+
 /// Make the grader's directory in the grader's own (topmost) layer opaque, so that nothing the
 /// agent left at the same path in its changes (a `grader/json.py` beside the grader's script, a
 /// `grader/check.py` of its own) shows through: the grader's directory holds the task's files
@@ -193,18 +240,13 @@ fn seal(dir: &Path) -> Result<(), GraderError> {
 /// own children do not have `PYTHONSAFEPATH` (envcraft's `sitecustomize`, on the path after
 /// the grader's directory, drops it): those are the agent's programs the grader runs, and they
 /// import the agent's own packages from the workspace, as in the task's harness.
-fn interpreter_env(grader_dir: Option<&str>) -> Vec<(String, String)> {
+fn interpreter_env(grader_dir: Option<&Path>) -> Vec<(String, String)> {
     let mut env = vec![
         ("PYTHONSAFEPATH".to_string(), "1".to_string()),
         ("PYTHONNOUSERSITE".to_string(), "1".to_string()),
     ];
     let mut path: Vec<String> = grader_dir
-        .map(|dir| {
-            Path::new("/workspace")
-                .join(dir)
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|dir| dir.to_string_lossy().into_owned())
         .into_iter()
         .collect();
     path.push(crate::sandbox::child::GRADER_PYTHON.to_string());

@@ -135,3 +135,17 @@ def test_each_method_against_a_real_session():
     script = Path(__file__).with_name("harbor_provider_methods.py")
     done = subprocess.run([str(python), str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_a_dockerfile_that_needs_a_builder_is_refused_before_start(tmp_path):
+    task = write_task(tmp_path)
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM ubuntu:24.04\nWORKDIR /app\nRUN apt-get install -y curl\n"
+    )
+    jobdir, done = harbor_run(tmp_path, task, "oracle", "builder", "base=host")
+    said = done.stdout + done.stderr
+    squeezed = "".join(c for c in said if not c.isspace() and c != "│")
+    assert done.returncode != 0, said[-3000:]
+    for words in ("RUN apt-get install -y curl", "needs a builder"):
+        assert "".join(words.split()) in squeezed, said[-3000:]
+    assert not any(t.get("verifier_result") for t in trials(jobdir))

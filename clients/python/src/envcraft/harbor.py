@@ -13,6 +13,11 @@ those mount points), or else on a private ``envcraft serve`` started for the tri
 loopback port (the binary from ``--ek envcraft_bin=PATH``, ``ENVCRAFT_BIN`` or ``PATH``),
 which writes that environment itself and is stopped at ``stop``.
 
+With a private server, the task's ``environment/Dockerfile`` is read by ``envcraft import harbor
+--base host``: the files its ``COPY`` steps put in the working directory start the workspace,
+its ``ENV`` sets the sessions' variables, and a Dockerfile that needs a builder (``RUN``, ...)
+is refused before start with envcraft's reason.
+
 What it refuses, before start: a task with no image envcraft holds, unless ``--ek base=host``
 says that the host's read-only system paths may stand in for it (said in the trial's log; image
 tasks are not run by this provider yet); a network mode it cannot enforce (``allowlist``;
@@ -127,6 +132,43 @@ def write_environment(root: Path, name: str, policy: str) -> None:
     )
 
 
+class ImportedTask:
+    """What ``envcraft import harbor --base host`` makes of a task's ``environment/``: the files
+    its Dockerfile's ``COPY`` steps put in the working directory, its ``ENV``. A Dockerfile that
+    needs a builder (``RUN``, say) is refused here, before start, with envcraft's reason."""
+
+    def __init__(self, tmp: tempfile.TemporaryDirectory, env_dir: Path) -> None:
+        self._tmp = tmp
+        self.env_dir = env_dir
+
+    def copy_files(self, target: Path) -> None:
+        shutil.copytree(self.env_dir / "files", target, dirs_exist_ok=True, symlinks=True)
+
+    def with_variables(self, policy: str) -> str:
+        """``policy`` with the imported policy's ``PATH`` and fixed variables."""
+        import tomllib
+
+        imported = tomllib.loads((self.env_dir / "policy.toml").read_text())["environment"]
+        sets = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in imported.get("set", {}).items())
+        policy = re.sub(r'(?m)^path = ".*"$', "path = " + json.dumps(imported["path"]), policy)
+        return policy.replace("pass = []\n", f"pass = []\nset = {{ {sets} }}\n", 1)
+
+
+def import_task(binary: str, task_dir: Path) -> ImportedTask:
+    tmp = tempfile.TemporaryDirectory(prefix="envcraft-harbor-import-")
+    dest = Path(tmp.name) / "out"
+    done = subprocess.run(
+        [binary, "import", "harbor", str(task_dir), str(dest), "--base", "host"],
+        capture_output=True, text=True, timeout=300,
+    )
+    made = [p for p in dest.glob("*") if (p / "env.toml").is_file()] if dest.is_dir() else []
+    if done.returncode != 0 or len(made) != 1:
+        tmp.cleanup()
+        said = "\n".join(line for line in (done.stdout + done.stderr).splitlines() if not line.startswith("  note"))
+        raise ValueError(f"envcraft cannot run this task's environment/: {said.strip()}")
+    return ImportedTask(tmp, made[0])
+
+
 def find_binary(given: Optional[str]) -> str:
     """The ``envcraft`` binary: ``given``, ``ENVCRAFT_BIN``, or ``envcraft`` on ``PATH``."""
     for candidate in (given, os.environ.get("ENVCRAFT_BIN"), shutil.which("envcraft")):
@@ -210,6 +252,7 @@ class EnvcraftEnvironment(BaseEnvironment):
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
         self._client: Optional[AsyncClient] = None
         self._session: Optional[AsyncSession] = None
+        self._imported: Optional[ImportedTask] = None
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -245,6 +288,11 @@ class EnvcraftEnvironment(BaseEnvironment):
         if (self.environment_dir / "docker-compose.yaml").exists():
             raise ValueError("envcraft does not run docker-compose services")
 
+        if self.options.url is None and (self.environment_dir / "Dockerfile").exists():
+            self._imported = import_task(
+                find_binary(self.options.envcraft_bin), self.environment_dir.parent
+            )
+
     def _validate_network_policy_support(self) -> None:
         super()._validate_network_policy_support()
         for policy in [self._network_policy, *self._phase_network_policies]:
@@ -270,11 +318,12 @@ class EnvcraftEnvironment(BaseEnvironment):
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="envcraft-harbor-")
             root = Path(self._tmp.name)
-            write_environment(
-                root / "workspaces",
-                self.options.env,
-                policy_toml(self.workdir, self._effective_memory_mb, self._effective_storage_mb),
-            )
+            policy = policy_toml(self.workdir, self._effective_memory_mb, self._effective_storage_mb)
+            if self._imported is not None:
+                policy = self._imported.with_variables(policy)
+            write_environment(root / "workspaces", self.options.env, policy)
+            if self._imported is not None:
+                self._imported.copy_files(root / "workspaces" / self.options.env / "files")
             binary = find_binary(self.options.envcraft_bin)
             self._server = await asyncio.to_thread(
                 PrivateServer, binary, root / "workspaces", root / "state"
