@@ -242,7 +242,13 @@ fn one_env(
                 .filter(|c| !c.passed)
                 .map(|c| c.name)
                 .collect();
-            report.drop(&format!("audit: {}", failed.join(", ")));
+            let detail = audit
+                .checks
+                .iter()
+                .find(|c| !c.passed)
+                .map(|c| c.detail.as_str())
+                .unwrap_or("no check ran");
+            report.drop(&format!("audit: {}: {detail}", failed.join(", ")));
             continue;
         }
         let dest = write::kept_dir(&tasks_dir, number);

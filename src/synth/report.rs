@@ -24,6 +24,8 @@ pub struct EnvReport {
     pub kept: usize,
     /// Why the others were dropped: the reason (up to its first `:`) and how many.
     pub dropped: BTreeMap<String, usize>,
+    /// The first full reason under each head of `dropped`.
+    pub drop_examples: BTreeMap<String, String>,
     /// Kept tasks by the number of calls of their reference solution.
     pub chain_lengths: BTreeMap<usize, usize>,
     /// Kept tasks by each node of the graph their solution goes through (0: never).
@@ -49,6 +51,7 @@ impl EnvReport {
             audited: 0,
             kept: 0,
             dropped: BTreeMap::new(),
+            drop_examples: BTreeMap::new(),
             chain_lengths: BTreeMap::new(),
             coverage: graph.nodes.iter().map(|n| (n.id.clone(), 0)).collect(),
             tasks: Vec::new(),
@@ -60,13 +63,16 @@ impl EnvReport {
     /// Count a dropped candidate under its reason's head.
     pub fn drop(&mut self, reason: &str) {
         let head = match reason.split_once(": ") {
-            Some(("audit", rest)) => format!("audit: {rest}"),
+            Some(("audit", rest)) => format!("audit: {}", rest.split(": ").next().unwrap_or(rest)),
             Some((head, rest)) => match rest.split_once(':') {
                 Some((what, _)) if head.contains(':') => format!("{head}: {what}"),
                 _ => head.to_string(),
             },
             None => reason.to_string(),
         };
+        self.drop_examples
+            .entry(head.clone())
+            .or_insert_with(|| reason.to_string());
         *self.dropped.entry(head).or_default() += 1;
     }
 
