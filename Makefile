@@ -158,6 +158,7 @@ bench: build
 	python3 bench/verify.py $(ENVCRAFT) bench/results.md
 	python3 bench/grader_view.py $(ENVCRAFT) bench/results.md
 	python3 bench/suites.py $(ENVCRAFT) bench/results.md
+	python3 bench/synth.py $(ENVCRAFT) bench/results.md
 	python3 bench/server.py $(ENVCRAFT) bench/results.md --sessions 1000,10000
 	python3 bench/session_memory.py $(ENVCRAFT) bench/results.md
 	python3 bench/protocols.py $(ENVCRAFT) bench/results.md
