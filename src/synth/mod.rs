@@ -301,6 +301,20 @@ fn make_candidate(
     if expected.files.is_empty() {
         return Err("no file content for a manifest to check".into());
     }
+    // What the chain did not touch must stay as it was, and the reward is all or nothing
+    // (otherwise a workspace left alone would score most of the checks).
+    let mut expected = expected;
+    let touched: Vec<String> = expected
+        .files
+        .keys()
+        .cloned()
+        .chain(expected.absent.iter().cloned())
+        .collect();
+    for glob in ground.state.untouched(&touched) {
+        let glob = crate::verify::Glob::new(&glob).map_err(|e| crate::error::chain(&e))?;
+        expected.unchanged.push(glob);
+    }
+    expected.all_or_nothing = true;
     let intent = intent::write(
         &chain,
         &env.description,

@@ -76,6 +76,51 @@ impl WorkspaceState {
             .collect()
     }
 
+    /// The fewest entries of the workspace that hold none of `touched` (paths a chain
+    /// changed, made or removed): each untouched entry whose folder holds a touched one, as a
+    /// glob of that path (glob characters escaped), for an `unchanged` rule.
+    pub fn untouched(&self, touched: &[String]) -> Vec<String> {
+        let hit = |p: &str| {
+            touched
+                .iter()
+                .any(|t| t == p || t.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+        };
+        let mut out = Vec::new();
+        let mut folders = vec![String::new()];
+        while let Some(folder) = folders.pop() {
+            let prefix = if folder.is_empty() {
+                String::new()
+            } else {
+                format!("{folder}/")
+            };
+            let children = self
+                .files
+                .iter()
+                .map(|f| (f.path.as_str(), false))
+                .chain(self.dirs.iter().map(|d| (d.as_str(), true)))
+                .filter(|(p, _)| {
+                    p.strip_prefix(&prefix)
+                        .is_some_and(|r| !r.is_empty() && !r.contains('/'))
+                });
+            for (path, is_dir) in children {
+                if !hit(path) {
+                    out.push(
+                        path.chars()
+                            .flat_map(|c| {
+                                let escape = "*?[]{}\\".contains(c);
+                                escape.then_some('\\').into_iter().chain(std::iter::once(c))
+                            })
+                            .collect(),
+                    );
+                } else if is_dir {
+                    folders.push(path.to_string());
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// Whether `path` is a file or folder of the workspace.
     pub fn exists(&self, path: &str) -> bool {
         self.files.iter().any(|f| f.path == path) || self.dirs.iter().any(|d| d == path)
@@ -168,6 +213,25 @@ mod tests {
         assert!(pattern_matches("**/*.csv", "a/b/c.csv"));
         assert!(pattern_matches("logs/**/*.log", "logs/x/y.log"));
         assert!(!pattern_matches("logs/**/*.log", "other/y.log"));
+    }
+
+    #[test]
+    fn untouched_entries_are_the_fewest_that_hold_no_change() {
+        let state = WorkspaceState {
+            files: ["a/x.txt", "a/y.txt", "b/z.txt", "c[1].txt"]
+                .iter()
+                .map(|p| FileInfo {
+                    path: p.to_string(),
+                    size: 1,
+                })
+                .collect(),
+            dirs: vec!["a".into(), "b".into()],
+            words: vec![],
+        };
+        assert_eq!(
+            state.untouched(&["a/x.txt".into(), "archive/x.txt".into()]),
+            vec!["a/y.txt", "b", "c\\[1\\].txt"]
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn task_toml(env: &str, seed: u64, index: usize, chain: &Chain, intent: &Int
          [verifier]\n\
          kind = \"manifest\"\n\
          extra = \"deny\"\n\
+         all_or_nothing = true\n\
          \n\
          [source]\n\
          origin = \"synth\"\n\
