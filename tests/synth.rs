@@ -147,21 +147,10 @@ fn the_bundled_environments_give_200_audited_tasks_from_400_candidates() {
     // Every kept task: a synth source, a prompt that names no tool or skill.
     let tasks = kept_tasks(out.path());
     assert_eq!(tasks.len() as u64, kept);
-    let mut names: BTreeSet<String> = [
-        "read",
-        "write",
-        "edit",
-        "apply_patch",
-        "ls",
-        "glob",
-        "grep",
-        "exec",
-        "process",
-        "skill",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut names: BTreeSet<String> = envcraft::spec::env::BUILTIN_TOOLS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     names.extend(
         std::fs::read_dir(root().join("skills"))
             .unwrap()

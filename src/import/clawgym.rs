@@ -35,7 +35,7 @@ pub const GRADER_TIMEOUT_SECS: u64 = 120;
 /// special file where a task folder would be is refused (listed with its reason).
 pub fn plan_all(src: &Path) -> Result<Vec<Planned>, ImportError> {
     if src.join("data_entry.json").is_file() {
-        let id = dir_name(src);
+        let id = super::dir_name(src);
         return Ok(vec![(id, plan_task(src))]);
     }
     let root = SourceRoot::open(src)?;
@@ -83,17 +83,11 @@ pub fn plan_all(src: &Path) -> Result<Vec<Planned>, ImportError> {
     Ok(planned)
 }
 
-fn dir_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Plan the import of the one ClawGym task in `dir`.
 pub fn plan_task(dir: &Path) -> Result<EnvPlan, ImportError> {
     let (parent, name) = super::split_single(dir);
     let root = SourceRoot::open(&parent)?;
-    plan_task_at(&root, &name, &dir_name(dir))
+    plan_task_at(&root, &name, &super::dir_name(dir))
 }
 
 /// What a ClawGym `data_entry.json` says, checked (the planner then looks at the task's

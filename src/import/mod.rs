@@ -479,6 +479,17 @@ pub fn toml_string(text: &str) -> String {
     out
 }
 
+/// The name of a source directory (of its canonical path, for `.` and the like).
+pub(crate) fn dir_name(dir: &Path) -> String {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    name.or_else(|| {
+        std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+    })
+    .unwrap_or_default()
+}
+
 /// The `env.toml` of an imported environment.
 pub(crate) fn env_toml(name: &str, description: &str) -> String {
     let tools: Vec<String> = BUILTIN_TOOLS.iter().map(|t| toml_string(t)).collect();

@@ -108,7 +108,7 @@ pub fn is_task_dir(dir: &Path) -> bool {
 /// is one (a dataset), sorted by name.
 pub fn plan_all(src: &Path, base: Base) -> Result<Vec<Planned>, ImportError> {
     if is_task_dir(src) {
-        return Ok(vec![(dir_name(src), plan_task(src, base))]);
+        return Ok(vec![(super::dir_name(src), plan_task(src, base))]);
     }
     let root = SourceRoot::open(src)?;
     let read_err = |source| ImportError::Read {
@@ -146,21 +146,11 @@ pub fn plan_all(src: &Path, base: Base) -> Result<Vec<Planned>, ImportError> {
     Ok(planned)
 }
 
-fn dir_name(dir: &Path) -> String {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-    name.or_else(|| {
-        std::fs::canonicalize(dir)
-            .ok()
-            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-    })
-    .unwrap_or_default()
-}
-
 /// Plan the import of the one Harbor task in `dir`.
 pub fn plan_task(dir: &Path, base: Base) -> Result<EnvPlan, ImportError> {
     let (parent, name) = super::split_single(dir);
     let root = SourceRoot::open(&parent)?;
-    plan_task_at(&root, &name, &dir_name(dir), base)
+    plan_task_at(&root, &name, &super::dir_name(dir), base)
 }
 
 /// Plan the Harbor task at `dir` below `root`; `task` names it in errors.
