@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 MAX_INPUT_BYTES = 1 << 20
 MAX_FILE_BYTES = 1 << 20
+NAMED = re.compile(r"^[^<>\r\n,@]*<([^<>\s]+)>$")
 ADDRESS = re.compile(r"^[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
 FIELDS = {
     "search": ({"folder", "query"}, set()),
@@ -122,8 +123,10 @@ def send(args):
     if not addresses or any(not a for a in addresses):
         raise BadInput("`to` must be one or more addresses separated by commas, with none empty")
     for a in addresses:
-        if not ADDRESS.match(a):
-            raise BadInput("`%s` is not a valid email address (expected name@example.com)" % a[:100])
+        # `Name <name@example.com>`, as a search's `from` gives it, names the same address.
+        named = NAMED.match(a)
+        if not ADDRESS.match(named.group(1) if named else a):
+            raise BadInput("`%s` is not a valid email address (expected name@example.com or Name <name@example.com>)" % a[:100])
     subject = args["subject"]
     if "\n" in subject or "\r" in subject or not subject.strip():
         raise BadInput("`subject` must be one non-blank line")
