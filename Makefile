@@ -167,6 +167,8 @@ bench: build
 	python3 bench/openclaw.py $(ENVCRAFT) bench/results.md
 	$(MAKE) $(TRAINERS_VENV)/.ready
 	$(TRAINERS_VENV)/bin/python bench/trainers.py $(ENVCRAFT) bench/results.md
+	$(MAKE) $(HARBOR_VENV)/.ready
+	$(HARBOR_VENV)/bin/python bench/harbor.py $(ENVCRAFT) bench/results.md
 
 # The soak with faults (bench/soak.py, needs root): load on the server while it is killed and
 # restarted, its state root filled, sandboxes OOM-killed and clients dropped; 30 minutes unless

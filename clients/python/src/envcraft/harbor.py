@@ -40,12 +40,14 @@ import tarfile
 import tempfile
 import threading
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.task.config import NetworkMode
+from harbor.utils.path_filter import filter_paths_by_patterns
+from harbor.utils.path_safety import validate_output_path
 
 from .aio import AsyncClient, AsyncSession
 
@@ -304,6 +306,8 @@ class EnvcraftEnvironment(BaseEnvironment):
                 )
 
     async def start(self, force_build: bool) -> None:
+        if self._session is not None:
+            return  # already started: the live session stays (nothing is made twice)
         self.logger.warning(
             "envcraft: base=host: the task runs over this host's read-only system paths "
             "(/usr, /bin, /lib, /etc), not over its image; workspace at %s",
@@ -427,6 +431,68 @@ class EnvcraftEnvironment(BaseEnvironment):
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(got["tar"])) as tar:
             tar.extractall(target, filter="data")
+
+    # Harbor's own filtered downloads pack a tar under the sandbox's /tmp and download it, which
+    # envcraft's transfers refuse (they reach the workspace and its mount points only): here the
+    # directory is downloaded whole and filtered on the host, with Harbor's pattern matcher for
+    # include/exclude and GNU tar's --exclude (what Harbor's version runs) for exclusions.
+    async def download_dir_filtered(
+        self,
+        *,
+        source_dir: str,
+        target_dir: Path | str,
+        include: Optional[Sequence[str]] = None,
+        exclude: Optional[Sequence[str]] = None,
+        protect: Optional[Sequence[str]] = None,
+    ) -> None:
+        target = Path(target_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="envcraft-harbor-dl-") as tmp:
+            staged = Path(tmp)
+            await self.download_dir(source_dir, staged)
+            paths = sorted(
+                p.relative_to(staged).as_posix()
+                for p in staged.rglob("*")
+                if p.is_file() and not p.is_symlink()
+            )
+            selected = filter_paths_by_patterns(paths, include=include, exclude=exclude)
+            selected += [p for p in paths if p in (protect or ()) and p not in selected]
+            if not selected:
+                self.logger.warning(
+                    "No files in %r matched include=%s exclude=%s; downloading nothing",
+                    source_dir, include, exclude,
+                )
+            for name in selected:
+                source, destination = staged / name, target / name
+                validate_output_path(source, staged)
+                validate_output_path(destination, target)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, destination)
+
+    async def _download_dir_with_exclusions_impl(
+        self, *, source_dir: str, target_dir: Path | str, exclude: List[str], service: Optional[str]
+    ) -> None:
+        if not self.is_main_service(service):
+            raise ValueError(f"envcraft runs one service, not {service!r}")
+        target = Path(target_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="envcraft-harbor-dl-") as tmp:
+            staged = Path(tmp) / "dir"
+            await self.download_dir(source_dir, staged)
+            excludes = [f"--exclude={pattern}" for pattern in exclude]
+            pack = subprocess.Popen(
+                ["tar", "cf", "-", *excludes, "-C", str(staged), "."], stdout=subprocess.PIPE
+            )
+            done = subprocess.run(
+                ["tar", "xf", "-", "-C", str(target)], stdin=pack.stdout, capture_output=True
+            )
+            assert pack.stdout is not None
+            pack.stdout.close()
+            if pack.wait() != 0 or done.returncode != 0:
+                raise RuntimeError(
+                    f"envcraft: filtering {source_dir!r} (exclude {exclude}) failed: "
+                    f"{done.stderr.decode(errors='replace').strip()}"
+                )
 
     async def is_dir(self, path: str, user: Any = None) -> bool:
         result = await self.exec(f"test -d {_quote(path)}", timeout_sec=10)
