@@ -445,6 +445,73 @@ def test_verl_agent_loop_scores_with_the_verifier(local: envcraft.Client, tools_
     assert local.ready()["sessions"] == open_before  # every trajectory's session was closed
 
 
+# The distributions `import envcraft.verl` loads that verl does not declare (its requirements,
+# with their extras, followed through), and those of them that the `verl` extra given as JSON
+# (argv[2]) does not bring either.
+UNDECLARED_SCRIPT = r"""
+import importlib.metadata as md, json, sys
+from packaging.requirements import Requirement
+sys.path.insert(0, sys.argv[1])
+before = {m.split(".")[0] for m in sys.modules}
+import envcraft.verl
+loaded = {m.split(".")[0] for m in sys.modules} - before
+canon = lambda n: n.lower().replace("_", "-").replace(".", "-")
+owners = md.packages_distributions()
+site = md.distribution("verl").locate_file("")
+# Installed as distributions of their own (not a copy inside another's directory: ray's colorama).
+used = {canon(d) for m in loaded for d in owners.get(m, []) if md.distribution(d).locate_file("") == site} - {"envcraft"}
+def closure(specs):
+    declared = {}
+    def follow(name, extras):
+        key = canon(name)
+        if key in declared and extras <= declared[key]:
+            return
+        declared[key] = declared.get(key, set()) | extras
+        try:
+            reqs = md.requires(name) or []
+        except md.PackageNotFoundError:
+            return
+        for r in reqs:
+            req = Requirement(r)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (declared[key] or {""})):
+                follow(req.name, set(req.extras))
+    for spec in specs:
+        req = Requirement(spec)
+        follow(req.name, set(req.extras))
+    return set(declared)
+def required(dist):
+    # Whether `import envcraft.verl` fails without it (transformers imports jmespath if it is there).
+    blocked = [m for m, ds in owners.items() if dist in map(canon, ds)]
+    code = "import sys; sys.modules.update(dict.fromkeys(%r)); sys.path.insert(0, %r); import envcraft.verl" % (blocked, sys.argv[1])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode != 0
+import subprocess
+print(json.dumps({"undeclared": sorted(used - closure(["verl"])),
+                  "uncovered": sorted(d for d in used - closure(json.loads(sys.argv[2])) if required(d))}))
+"""
+
+
+@pytest.mark.parametrize("pyproject", ["pyproject.toml", "clients/python/pyproject.toml"])
+def test_verl_extra_brings_what_verl_imports_without_declaring(pyproject: str) -> None:
+    """``pip install envcraft[verl]`` is enough for ``import envcraft.verl``: every distribution
+    that import loads is verl's (its requirements followed through) or comes with the ``verl``
+    extra, and the extra names nothing else (verl 0.9: cachetools, uvicorn, fastapi)."""
+    need("verl")
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / pyproject).read_text())["project"]["optional-dependencies"]["verl"]
+    proc = subprocess.run(
+        [sys.executable, "-c", UNDECLARED_SCRIPT, str(REPO / "clients" / "python" / "src"), json.dumps(extra)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["uncovered"] == [], f"import envcraft.verl needs {found['uncovered']}, which envcraft[verl] does not bring"
+    names = {Requirement(r).name.lower() for r in extra}
+    assert "verl" in names and names - {"verl"} <= set(found["undeclared"]), (extra, found)
+
+
 def test_trl_grpo_trainer_multi_environment(local: envcraft.Client, tmp_path: Path) -> None:
     """TRL's own GRPOTrainer, two steps on CPU, in its multi-environment mode
     (``environment_factories``): it probes the classes, renders their tools into the prompts,
