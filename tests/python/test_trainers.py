@@ -309,6 +309,59 @@ def test_verl_tool_config_loads_and_round_trips(local: envcraft.Client, tmp_path
     assert envcraft_verl.finish_trajectory("req-solution") == 0.0  # closed: nothing left under that id
 
 
+def test_verl_idle_trajectory_is_closed_by_a_later_create(local: envcraft.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trajectory's session unused for ``trajectory_idle_seconds`` is closed by a later tool
+    call's ``create`` (looked for at most once per ``IDLE_SWEEP_INTERVAL``, not at every call);
+    instance ids verl does not give are unique."""
+    need("verl")
+    import asyncio
+    import time
+
+    from envcraft import verl as envcraft_verl
+
+    monkeypatch.setattr(envcraft_verl, "IDLE_SWEEP_INTERVAL", 0.2)
+    tool = envcraft_verl.EnvcraftTool({"type": "native", "tool": "ls", "task": TASKS[0], "url": local.url, "trajectory_idle_seconds": 0.3})
+
+    class AgentData:
+        request_id = "req-idle"
+
+    async def one_call() -> str:
+        instance, _ = await tool.create(create_kwargs={})
+        response, _, _ = await tool.execute(instance, {"path": "inbox"}, agent_data=AgentData())
+        await tool.release(instance)
+        return str(instance)
+
+    before = local.ready()["sessions"]
+    ids = {asyncio.run(one_call()) for _ in range(3)}
+    assert len(ids) == 3
+    session = envcraft_verl.TRAJECTORIES.get("req-idle")
+    assert session is not None and local.ready()["sessions"] == before + 1
+    time.sleep(0.5)
+    asyncio.run(tool.create())  # another trajectory's call: the idle one is closed
+    assert envcraft_verl.TRAJECTORIES.get("req-idle") is None
+    assert local.ready()["sessions"] == before
+    with pytest.raises(envcraft.SessionNotFound):
+        local._send(envcraft._wire.call_tool(session.id, "ls", {}))
+
+
+def test_result_text_is_json_dumps() -> None:
+    """The adapters' tool result text (one C encoder made once) is ``json.dumps(result,
+    ensure_ascii=False)``, byte for byte, and refuses what it refuses."""
+    from envcraft._tool_methods import result_text
+
+    samples: List[Any] = [
+        {"ok": True, "entries": [{"name": "a.txt", "size": 3, "type": "file"}], "path": "inbox"},
+        {"ok": False, "error": {"category": "not_found", "message": "no such file: «é» \u2028 😀 \x00 \\ \""}},
+        {"n": [0, -1, 2.5, 1e300, -0.0, float("nan"), float("inf"), None, True], "o": {}, "l": []},
+        {1: "int key", 2.5: "float key", None: "null key", False: "bool key"},
+        "text", 3, None, [],
+    ]
+    for sample in samples:
+        assert result_text(sample) == json.dumps(sample, ensure_ascii=False), sample
+    with pytest.raises(TypeError):
+        result_text({"x": object()})
+
+
 # -- the examples, with the scripted model --------------------------------------------------
 
 
