@@ -320,6 +320,7 @@ def test_verl_idle_trajectory_is_closed_by_a_later_create(local: envcraft.Client
     from envcraft import verl as envcraft_verl
 
     monkeypatch.setattr(envcraft_verl, "IDLE_SWEEP_INTERVAL", 0.2)
+    monkeypatch.setattr(envcraft_verl.TRAJECTORIES, "_next_sweep", 0.0)  # not the last test's claim
     tool = envcraft_verl.EnvcraftTool({"type": "native", "tool": "ls", "task": TASKS[0], "url": local.url, "trajectory_idle_seconds": 0.3})
 
     class AgentData:
@@ -339,7 +340,7 @@ def test_verl_idle_trajectory_is_closed_by_a_later_create(local: envcraft.Client
     time.sleep(0.5)
     asyncio.run(tool.create())  # another trajectory's call: the idle one is closed
     assert envcraft_verl.TRAJECTORIES.get("req-idle") is None
-    assert local.ready()["sessions"] == before
+    assert local.ready()["sessions"] <= before  # (and any other test's trajectory idle as long)
     with pytest.raises(envcraft.SessionNotFound):
         local._send(envcraft._wire.call_tool(session.id, "ls", {}))
 
