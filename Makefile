@@ -8,8 +8,9 @@ ENVCRAFT := $(TARGET_DIR)/$(HOST_TUPLE)/release/envcraft
 PYVENV := target/pyvenv
 # The trainers whose adapters the client has (clients/python/src/envcraft/{trl,skyrl,verl}.py),
 # from PyPI, for tests/python/test_trainers.py: their own venv (torch and the rest, ~6 GB).
-# verl 0.9 imports cachetools, uvicorn and fastapi without declaring them (and holds transformers
-# below 5.11: TRL 1.16 works with the 5.10 it resolves to, which needs jmespath for tool calls).
+# verl 0.9 imports cachetools, uvicorn and fastapi without declaring them (envcraft[verl] lists
+# them; test_trainers.py checks it lists all envcraft.verl needs), and it holds transformers
+# below 5.11: TRL 1.16 works with the 5.10 it resolves to, which needs jmespath for tool calls.
 TRAINERS_VENV := target/trainers-venv
 TRAINERS := 'trl>=1.16,<1.17' 'skyrl-gym>=0.4,<0.5' 'verl>=0.9.1,<0.10' cachetools uvicorn fastapi pyyaml jmespath
 # maturin, which builds the wheel (`make dist`; tests/python/test_wheel.py builds one too).

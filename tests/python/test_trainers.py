@@ -309,6 +309,60 @@ def test_verl_tool_config_loads_and_round_trips(local: envcraft.Client, tmp_path
     assert envcraft_verl.finish_trajectory("req-solution") == 0.0  # closed: nothing left under that id
 
 
+def test_verl_idle_trajectory_is_closed_by_a_later_create(local: envcraft.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trajectory's session unused for ``trajectory_idle_seconds`` is closed by a later tool
+    call's ``create`` (looked for at most once per ``IDLE_SWEEP_INTERVAL``, not at every call);
+    instance ids verl does not give are unique."""
+    need("verl")
+    import asyncio
+    import time
+
+    from envcraft import verl as envcraft_verl
+
+    monkeypatch.setattr(envcraft_verl, "IDLE_SWEEP_INTERVAL", 0.2)
+    monkeypatch.setattr(envcraft_verl.TRAJECTORIES, "_next_sweep", 0.0)  # not the last test's claim
+    tool = envcraft_verl.EnvcraftTool({"type": "native", "tool": "ls", "task": TASKS[0], "url": local.url, "trajectory_idle_seconds": 0.3})
+
+    class AgentData:
+        request_id = "req-idle"
+
+    async def one_call() -> str:
+        instance, _ = await tool.create(create_kwargs={})
+        response, _, _ = await tool.execute(instance, {"path": "inbox"}, agent_data=AgentData())
+        await tool.release(instance)
+        return str(instance)
+
+    before = local.ready()["sessions"]
+    ids = {asyncio.run(one_call()) for _ in range(3)}
+    assert len(ids) == 3
+    session = envcraft_verl.TRAJECTORIES.get("req-idle")
+    assert session is not None and local.ready()["sessions"] == before + 1
+    time.sleep(0.5)
+    asyncio.run(tool.create())  # another trajectory's call: the idle one is closed
+    assert envcraft_verl.TRAJECTORIES.get("req-idle") is None
+    assert local.ready()["sessions"] <= before  # (and any other test's trajectory idle as long)
+    with pytest.raises(envcraft.SessionNotFound):
+        local._send(envcraft._wire.call_tool(session.id, "ls", {}))
+
+
+def test_result_text_is_json_dumps() -> None:
+    """The adapters' tool result text (one C encoder made once) is ``json.dumps(result,
+    ensure_ascii=False)``, byte for byte, and refuses what it refuses."""
+    from envcraft._tool_methods import result_text
+
+    samples: List[Any] = [
+        {"ok": True, "entries": [{"name": "a.txt", "size": 3, "type": "file"}], "path": "inbox"},
+        {"ok": False, "error": {"category": "not_found", "message": "no such file: «é» \u2028 😀 \x00 \\ \""}},
+        {"n": [0, -1, 2.5, 1e300, -0.0, float("nan"), float("inf"), None, True], "o": {}, "l": []},
+        {1: "int key", 2.5: "float key", None: "null key", False: "bool key"},
+        "text", 3, None, [],
+    ]
+    for sample in samples:
+        assert result_text(sample) == json.dumps(sample, ensure_ascii=False), sample
+    with pytest.raises(TypeError):
+        result_text({"x": object()})
+
+
 # -- the examples, with the scripted model --------------------------------------------------
 
 
@@ -443,6 +497,73 @@ def test_verl_agent_loop_scores_with_the_verifier(local: envcraft.Client, tools_
     out, _ = trajectory(["I would rather not.<|im_end|>"])
     assert out.reward_score == 0.0
     assert local.ready()["sessions"] == open_before  # every trajectory's session was closed
+
+
+# The distributions `import envcraft.verl` loads that verl does not declare (its requirements,
+# with their extras, followed through), and those of them that the `verl` extra given as JSON
+# (argv[2]) does not bring either.
+UNDECLARED_SCRIPT = r"""
+import importlib.metadata as md, json, sys
+from packaging.requirements import Requirement
+sys.path.insert(0, sys.argv[1])
+before = {m.split(".")[0] for m in sys.modules}
+import envcraft.verl
+loaded = {m.split(".")[0] for m in sys.modules} - before
+canon = lambda n: n.lower().replace("_", "-").replace(".", "-")
+owners = md.packages_distributions()
+site = md.distribution("verl").locate_file("")
+# Installed as distributions of their own (not a copy inside another's directory: ray's colorama).
+used = {canon(d) for m in loaded for d in owners.get(m, []) if md.distribution(d).locate_file("") == site} - {"envcraft"}
+def closure(specs):
+    declared = {}
+    def follow(name, extras):
+        key = canon(name)
+        if key in declared and extras <= declared[key]:
+            return
+        declared[key] = declared.get(key, set()) | extras
+        try:
+            reqs = md.requires(name) or []
+        except md.PackageNotFoundError:
+            return
+        for r in reqs:
+            req = Requirement(r)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (declared[key] or {""})):
+                follow(req.name, set(req.extras))
+    for spec in specs:
+        req = Requirement(spec)
+        follow(req.name, set(req.extras))
+    return set(declared)
+def required(dist):
+    # Whether `import envcraft.verl` fails without it (transformers imports jmespath if it is there).
+    blocked = [m for m, ds in owners.items() if dist in map(canon, ds)]
+    code = "import sys; sys.modules.update(dict.fromkeys(%r)); sys.path.insert(0, %r); import envcraft.verl" % (blocked, sys.argv[1])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode != 0
+import subprocess
+print(json.dumps({"undeclared": sorted(used - closure(["verl"])),
+                  "uncovered": sorted(d for d in used - closure(json.loads(sys.argv[2])) if required(d))}))
+"""
+
+
+@pytest.mark.parametrize("pyproject", ["pyproject.toml", "clients/python/pyproject.toml"])
+def test_verl_extra_brings_what_verl_imports_without_declaring(pyproject: str) -> None:
+    """``pip install envcraft[verl]`` is enough for ``import envcraft.verl``: every distribution
+    that import loads is verl's (its requirements followed through) or comes with the ``verl``
+    extra, and the extra names nothing else (verl 0.9: cachetools, uvicorn, fastapi)."""
+    need("verl")
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / pyproject).read_text())["project"]["optional-dependencies"]["verl"]
+    proc = subprocess.run(
+        [sys.executable, "-c", UNDECLARED_SCRIPT, str(REPO / "clients" / "python" / "src"), json.dumps(extra)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["uncovered"] == [], f"import envcraft.verl needs {found['uncovered']}, which envcraft[verl] does not bring"
+    names = {Requirement(r).name.lower() for r in extra}
+    assert "verl" in names and names - {"verl"} <= set(found["undeclared"]), (extra, found)
 
 
 def test_trl_grpo_trainer_multi_environment(local: envcraft.Client, tmp_path: Path) -> None:

@@ -85,6 +85,12 @@ def test_wheel_metadata_is_right_for_pypi(wheel: Path) -> None:
     assert meta["Name"] == "envcraft"
     assert meta["Version"] == cargo_version.group(1)
     assert meta["License-Expression"] == "Apache-2.0"
+    # The license's text itself (PEP 639: license-files), in the dist-info as pip installs it.
+    assert meta.get_all("License-File") == ["LICENSE"]
+    with zipfile.ZipFile(wheel) as z:
+        [license_name] = [n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert z.read(license_name) == (REPO / "LICENSE").read_bytes()
+    assert b"Apache License\n                           Version 2.0, January 2004" in (REPO / "LICENSE").read_bytes()
     assert meta["Requires-Python"] == ">=3.9"
     assert meta["Description-Content-Type"].startswith("text/markdown")
     assert "pip install envcraft" in meta.get_payload()  # the README, with the one-line install

@@ -21,6 +21,7 @@ subclasses of them that keep every field (``lossless_schema``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -50,6 +51,14 @@ __all__ = ["EnvcraftTool", "EnvcraftAgentLoop", "tool_config", "finish_trajector
 
 AGENT_NAME = "envcraft_agent"
 DEFAULT_TRAJECTORY_IDLE = 900.0
+# How often (seconds, at most) a tool's create looks for idle trajectories to close: not at
+# every call (a scan of every trajectory under the lock), and well within the idle time.
+IDLE_SWEEP_INTERVAL = 1.0
+
+# Instance ids of creates that name none (ToolAgentLoop's): unique in the process and across
+# processes (a random prefix), without a uuid4 (an os.urandom) per tool call.
+_instance_ids = itertools.count()
+_INSTANCE_PREFIX = uuid4().hex[:16]
 
 
 class _Property(OpenAIFunctionPropertySchema):  # type: ignore[misc]
@@ -82,6 +91,14 @@ class _Trajectories:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: Dict[str, Tuple[Session, float]] = {}
+        self._next_sweep = 0.0
+
+    def sweep_due(self, now: float) -> bool:
+        """Whether ``idle`` is due (at most once per ``IDLE_SWEEP_INTERVAL``); claims it."""
+        if now < self._next_sweep:
+            return False
+        self._next_sweep = now + IDLE_SWEEP_INTERVAL
+        return True
 
     def get(self, key: str) -> Optional[Session]:
         with self._lock:
@@ -143,6 +160,7 @@ class EnvcraftTool(BaseTool):  # type: ignore[misc]  # verl is untyped
     def __init__(self, config: Dict[str, Any], tool_schema: Optional[OpenAIFunctionToolSchema] = None) -> None:
         self.config = dict(config or {})
         self.client = shared_client(self.config)
+        self._idle_seconds = float(self.config.get("trajectory_idle_seconds", DEFAULT_TRAJECTORY_IDLE))
         self._pending: Dict[str, Dict[str, Any]] = {}
         if tool_schema is None:
             tool_schema = self._schema_from_server()
@@ -161,11 +179,11 @@ class EnvcraftTool(BaseTool):  # type: ignore[misc]  # verl is untyped
         return self.tool_schema
 
     async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> Tuple[str, ToolResponse]:
-        instance = instance_id or uuid4().hex
+        instance = instance_id or f"{_INSTANCE_PREFIX}{next(_instance_ids):x}"
         self._pending[instance] = dict(kwargs.get("create_kwargs") or {})
-        stale = TRAJECTORIES.idle(float(self.config.get("trajectory_idle_seconds", DEFAULT_TRAJECTORY_IDLE)))
-        for session in stale:
-            await asyncio.to_thread(session.close)
+        if TRAJECTORIES.sweep_due(time.monotonic()):
+            for session in TRAJECTORIES.idle(self._idle_seconds):
+                await asyncio.to_thread(session.close)
         return instance, ToolResponse()
 
     async def execute(self, instance_id: str, parameters: Dict[str, Any], **kwargs: Any) -> Tuple[ToolResponse, float, Dict[str, Any]]:
@@ -179,7 +197,7 @@ class EnvcraftTool(BaseTool):  # type: ignore[misc]  # verl is untyped
         if session is None:
             result: Dict[str, Any] = {"ok": False, "error": {"category": "missing_field", "message": "no task: create_kwargs.task or config.task"}}
         else:
-            result = await _call_async(self.client, session, self.name, dict(parameters or {}))
+            result = await _call_async(self.client, session, self.name, parameters or {})
         return ToolResponse(text=result_text(result)), 0.0, {"ok": bool(result.get("ok"))}
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
@@ -216,9 +234,9 @@ async def _call_async(client: Client, session: Session, tool: str, args: Dict[st
     loop = asyncio.get_running_loop()
     key = (client.url, id(loop))
     found = _async_clients.get(key)
-    for stale in [k for k, (other, _) in _async_clients.items() if other.is_closed()]:
-        del _async_clients[stale]  # its loop ended (asyncio.run): its connections went with it
     if found is None or found[0] is not loop:
+        for stale in [k for k, (other, _) in _async_clients.items() if other.is_closed()]:
+            del _async_clients[stale]  # its loop ended (asyncio.run): its connections went with it
         found = (loop, AsyncClient(client.url, token=client.token, timeout=client.timeout, retry=client.retry))
         _async_clients[key] = found
     try:
