@@ -186,16 +186,10 @@ pub fn run(args: AuditArgs) -> Result<i32, Error> {
         tasks.extend(found);
         imported.extend(temp);
     }
-    let options = crate::session::SessionOptions {
-        state_root: crate::workspace::state_root::open(args.state_dir.path.clone())?,
-        skills_root: args.skills.path.clone(),
-        base_time: None,
-        seed: None,
-        origin: serde_json::Value::Null,
-        policy: None,
-        binds: Vec::new(),
-        judge: None,
-    };
+    let options = crate::session::SessionOptions::new(
+        crate::workspace::state_root::open(args.state_dir.path.clone())?,
+        args.skills.path.clone(),
+    );
     let options = crate::session::SessionOptions {
         judge: args
             .judge

@@ -152,16 +152,7 @@ pub fn run(args: SynthArgs) -> Result<i32, Error> {
         out: args.out.clone(),
         endpoint,
         multi_turn: args.multi_turn,
-        session: crate::session::SessionOptions {
-            state_root,
-            skills_root: args.skills.path.clone(),
-            base_time: None,
-            seed: None,
-            origin: serde_json::Value::Null,
-            policy: None,
-            binds: Vec::new(),
-            judge: None,
-        },
+        session: crate::session::SessionOptions::new(state_root, args.skills.path.clone()),
     };
     let child = super::audit::child_args(&args.skills, &args.state_dir, &judge);
     let jobs = usize::from(args.jobs);

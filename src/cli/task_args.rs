@@ -195,14 +195,11 @@ impl SessionArgs {
             None => None,
         };
         Ok(SessionOptions {
-            state_root: crate::workspace::state_root::open(self.state_dir.path.clone())?,
-            skills_root: task.skills.path.clone(),
             base_time,
-            seed: None,
-            origin: serde_json::Value::Null,
-            policy: None,
-            binds: Vec::new(),
-            judge: None,
+            ..SessionOptions::new(
+                crate::workspace::state_root::open(self.state_dir.path.clone())?,
+                task.skills.path.clone(),
+            )
         })
     }
 }

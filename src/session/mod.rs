@@ -105,6 +105,23 @@ pub struct SessionOptions {
     pub judge: Option<std::sync::Arc<crate::verify::judge::Endpoint>>,
 }
 
+impl SessionOptions {
+    /// Sessions under `state_root` with the skills of `skills_root`, and nothing else set: the
+    /// task's own clock, policy and binds, no seed, no judge.
+    pub fn new(state_root: PathBuf, skills_root: PathBuf) -> SessionOptions {
+        SessionOptions {
+            state_root,
+            skills_root,
+            base_time: None,
+            seed: None,
+            origin: Value::Null,
+            policy: None,
+            binds: Vec::new(),
+            judge: None,
+        }
+    }
+}
+
 /// What `state.json` holds: enough to know what the session is, where it stands, and how to
 /// make it again (see [`resume`]).
 #[derive(Debug, Clone, Serialize)]
