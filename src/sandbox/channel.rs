@@ -73,9 +73,13 @@ pub enum Report {
         errno: i32,
         detail: String,
     },
-    /// init → envcraft: the workspace is mounted, as `kind`. Carries the layer directory's fd
-    /// and the workspace root's fd.
+    /// init → envcraft: the workspace is mounted, as `kind`. Carries the layer directory's,
+    /// the workspace root's and the template view's descriptors; sent again in answer to
+    /// [`Report::HandOver`].
     WorkspaceReady { kind: WorkspaceKind },
+    /// envcraft → init: send the workspace's descriptors again (envcraft gave its copies back:
+    /// see `handback`); answered by [`Report::WorkspaceReady`].
+    HandOver,
     /// init → envcraft: the cgroup namespace could (or could not) be entered.
     CgroupNamespace { entered: bool },
     /// init → envcraft: the root is built, the init is restricted as `landlock` says (every

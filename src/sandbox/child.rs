@@ -46,7 +46,7 @@ use super::mounts::{apply_mount, attach_dir_at, below, bind, lowerdir};
 use super::netns;
 use super::plan::{MountStep, Plan, RlimitKind, UidMapping, WorkspaceKind};
 use super::seccomp::Program;
-use super::serve::{OomScore, serve, stop};
+use super::serve::{Kept, OomScore, Workspace, serve, stop};
 use crate::spec::policy::Protection;
 use crate::sys;
 use crate::workspace::tree::Setid;
@@ -162,17 +162,22 @@ fn init_steps(channel: &Channel, make_network: bool) -> Result<i32, StepError> {
     seed_from_parent(&init)?; // 3 (a fork's changes)
     bind_template(&mut init)?; // 4
     let kind = build_root(&mut init)?; // 5
-    hand_over_workspace(channel, &init, kind)?; // 6
+    let workspace = hand_over_workspace(channel, &init, kind)?; // 6
     join_network(&mut init)?; // 7
     enter_root(&init)?; // 8
     seal_root(channel, &init)?; // 9
-    let (home, commands_cgroup) = join_cgroup(channel, oom_score.as_ref())?; // 10
+    let (home, commands_cgroup) = join_cgroup(channel, oom_score.as_ref(), &workspace)?; // 10
     let landlock = apply_landlock(&init)?; // 11
     restrict_current_process(&init.seccomp)?; // 12
     channel
         .send(&Report::Ready { landlock }, &[])
         .step("report ready")?;
-    serve(landlock, &init.plan, channel, oom_score, commands_cgroup)?; // 13-16, per command
+    let kept = Kept {
+        oom_score,
+        commands_cgroup,
+        workspace,
+    };
+    serve(landlock, &init.plan, channel, kept)?; // 13-16, per command
     stop(home, channel); // 17
     Ok(0)
 }
@@ -452,27 +457,24 @@ fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
 
 /// Step 6: Hand the layer, the workspace root and the template view to the parent: it reads the
 /// changes from the first after the sandbox is gone, and serves file tools through the second
-/// (resolving beneath it).
+/// (resolving beneath it). The init keeps its own copies, to hand them over again to a parent
+/// that gave its copies back (see `handback`).
 fn hand_over_workspace(
     channel: &Channel,
     init: &Init,
     kind: WorkspaceKind,
-) -> Result<(), StepError> {
+) -> Result<Workspace, StepError> {
     let root = init.dirs.root();
-    let layer_fd = fs::File::open(init.dirs.layer()).step("open the layer")?;
-    let workspace_fd =
-        fs::File::open(below(&root, &init.plan.workspace)).step("open the workspace")?;
-    let view_fd = fs::File::open(init.dirs.view()).step("open the template view")?;
-    channel
-        .send(
-            &Report::WorkspaceReady { kind },
-            &[
-                layer_fd.as_raw_fd(),
-                workspace_fd.as_raw_fd(),
-                view_fd.as_raw_fd(),
-            ],
-        )
-        .step("send the layer")
+    let workspace = Workspace {
+        kind,
+        fds: [
+            fs::File::open(init.dirs.layer()).step("open the layer")?,
+            fs::File::open(below(&root, &init.plan.workspace)).step("open the workspace")?,
+            fs::File::open(init.dirs.view()).step("open the template view")?,
+        ],
+    };
+    workspace.send(channel).step("send the layer")?;
+    Ok(workspace)
 }
 
 /// Step 7: Our own hostname (set in step 1), and the network namespace the helper made meanwhile,
@@ -526,12 +528,14 @@ fn seal_root(channel: &Channel, init: &Init) -> Result<(), StepError> {
 
 /// Step 10: Into the run's cgroup (the parent made it while we built the root), keeping the way back
 /// (envcraft's own cgroups) for the end, before anything the agent controls starts; every other
-/// descriptor closed, and non-dumpable: the init holds nothing a command could borrow through
-/// /proc/1 (but its OOM score, and the commands' cgroup, for `serve`). Returns the way back,
-/// and the commands' cgroup's membership file where they have one of their own.
+/// descriptor closed, and non-dumpable: no command can borrow what the init keeps (its OOM
+/// score and the commands' cgroup, for `serve`; the workspace's descriptors, which are the
+/// sandbox's own) through /proc/1. Returns the way back, and the commands' cgroup's membership
+/// file where they have one of their own.
 fn join_cgroup(
     channel: &Channel,
     oom_score: Option<&OomScore>,
+    workspace: &Workspace,
 ) -> Result<(Vec<OwnedFd>, Option<OwnedFd>), StepError> {
     let (limits, mut membership) = wait_for_any(channel)?;
     let Report::LimitsReady { join, commands } = limits else {
@@ -544,6 +548,7 @@ fn join_cgroup(
     keep.push(channel.raw_fd());
     keep.extend(oom_score.map(OomScore::raw_fd));
     keep.extend(commands_cgroup.as_ref().map(AsRawFd::as_raw_fd));
+    keep.extend(workspace.fds.iter().map(AsRawFd::as_raw_fd));
     sys::close_fds_except(0, &keep).step("close inherited descriptors")?;
     nix::sys::prctl::set_dumpable(false).step("become non-dumpable")?;
     Ok((home, commands_cgroup))

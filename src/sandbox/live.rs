@@ -40,6 +40,8 @@ pub use self::background::StdinError;
 mod commands;
 #[path = "freeze.rs"]
 pub(crate) mod freeze;
+#[path = "live_handback.rs"]
+mod handback;
 #[path = "live_start.rs"]
 mod start;
 pub use self::start::Prestart;
@@ -166,7 +168,7 @@ pub struct Sandbox {
     plan: Plan,
     state: Option<tempfile::TempDir>,
     /// Keeps the state directory marked as alive (see `stale`).
-    owner_mark: Option<super::stale::OwnerMark>,
+    _owner_mark: Option<super::stale::OwnerMark>,
     backend: Backend,
     cgroup: Option<RunCgroup>,
     kind: WorkspaceKind,
@@ -177,6 +179,9 @@ pub struct Sandbox {
     workspace_root: Option<OwnedFd>,
     /// The union of the template layers, as the workspace started.
     view: Option<OwnedFd>,
+    /// Whether the three above are held, or were given back to the init (see
+    /// [`super::handback`]).
+    handback: super::handback::Handback,
     landlock: Option<LandlockOutcome>,
     next_id: u64,
     /// Reports read while waiting for something else.
@@ -217,7 +222,7 @@ impl Sandbox {
     /// This sandbox's processes are frozen until the fork's init has copied the changes (see
     /// [`freeze`]), so the fork starts from one state, not from a tree moving under the copy.
     pub fn fork(&mut self) -> Result<Sandbox, SandboxError> {
-        self.wait_ready()?;
+        self.descriptors()?;
         let Some((source, _)) = self.changes_source() else {
             return Err(SandboxError::Lost);
         };
@@ -299,7 +304,7 @@ impl Sandbox {
         Ok(Sandbox {
             plan,
             state: Some(state),
-            owner_mark: Some(owner),
+            _owner_mark: Some(owner),
             backend: Backend::Host {
                 parent_end,
                 child_end,
@@ -312,6 +317,7 @@ impl Sandbox {
             layer: None,
             workspace_root: Some(workspace_root),
             view: Some(view_fd),
+            handback: Default::default(),
             landlock: None,
             next_id: 1,
             pending: Vec::new(),
@@ -338,6 +344,7 @@ impl Sandbox {
                 self.layer = fds.next();
                 self.workspace_root = fds.next();
                 self.view = fds.next();
+                self.handback.received();
             }
             Report::CgroupNamespace { entered } => self.cgroup_namespace = entered,
             Report::SetupFailed {
@@ -400,15 +407,6 @@ impl Sandbox {
         self.cgroup.as_ref().is_some_and(RunCgroup::is_active)
     }
 
-    /// The state directory whose owner mark this sandbox holds (see `stale`): another
-    /// directory of the same life may share the mark ([`super::stale::share_owner`]).
-    pub fn owner_dir(&self) -> Option<&Path> {
-        self.owner_mark
-            .as_ref()
-            .and(self.state.as_ref())
-            .map(|s| s.path())
-    }
-
     /// What Landlock enforced for the commands (known once one has run).
     pub fn landlock(&self) -> Option<LandlockOutcome> {
         self.landlock
@@ -418,7 +416,7 @@ impl Sandbox {
     /// handed over, not copied (the caller keeps the one descriptor; a server holds thousands
     /// of sandboxes under one descriptor limit). `None` once taken, or without a workspace.
     pub fn take_workspace_root(&mut self) -> Result<Option<OwnedFd>, SandboxError> {
-        self.wait_ready()?;
+        self.descriptors()?;
         Ok(self.workspace_root.take())
     }
 
@@ -445,7 +443,7 @@ impl Sandbox {
     /// changes are (upper layer or copy; none for a read-only workspace). The workspace as the
     /// sandbox sees it is the descriptor [`Sandbox::take_workspace_root`] handed over.
     pub fn state_paths(&mut self) -> Result<StatePaths, SandboxError> {
-        self.wait_ready()?;
+        self.descriptors()?;
         let fd_path = |fd: &OwnedFd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let view = self.view.as_ref().map(fd_path).ok_or(SandboxError::Lost)?;
         Ok(StatePaths {
@@ -457,7 +455,7 @@ impl Sandbox {
     /// The changes so far: read from the upper layer, or by comparing the copy with the
     /// template.
     pub fn changes(&mut self) -> Result<Changes, SandboxError> {
-        self.wait_ready()?;
+        self.descriptors()?;
         let Some(view) = &self.view else {
             return Ok(Changes::default());
         };
@@ -470,7 +468,8 @@ impl Sandbox {
     }
 
     /// Copy the changed files out (see [`workspace::keep_changes`]).
-    pub fn keep_changes(&self, changes: &Changes, out: &Path) -> Result<(), SandboxError> {
+    pub fn keep_changes(&mut self, changes: &Changes, out: &Path) -> Result<(), SandboxError> {
+        self.descriptors()?;
         if let Some((source, _)) = self.changes_source() {
             workspace::keep_changes(&source, changes, out)?;
         }
@@ -714,6 +713,7 @@ impl Sandbox {
         self.layer = None;
         self.workspace_root = None;
         self.view = None;
+        self.handback.released();
         self.state = None; // removes the state directory
     }
 }

@@ -192,7 +192,7 @@ impl Sandbox {
         let mut sandbox = Sandbox {
             plan: plan.clone(),
             state: Some(state),
-            owner_mark: Some(owner),
+            _owner_mark: Some(owner),
             backend: Backend::Namespaced {
                 init,
                 channel: parent_end,
@@ -203,6 +203,7 @@ impl Sandbox {
             layer: None,
             workspace_root: None,
             view: None,
+            handback: super::super::handback::Handback::with_init(),
             landlock: None,
             next_id: 1,
             pending: Vec::new(),

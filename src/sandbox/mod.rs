@@ -28,6 +28,7 @@ pub mod cgroup;
 pub mod channel;
 pub mod child;
 pub mod command;
+pub mod handback;
 mod idmap;
 pub mod image_root;
 pub mod landlock;

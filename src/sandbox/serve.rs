@@ -16,16 +16,43 @@ use super::plan::Plan;
 use super::spawn;
 use crate::sys;
 
+/// The workspace's descriptors as the init keeps them (see `child`, step 6), in the order
+/// [`Report::WorkspaceReady`] carries them: the layer, the workspace root, the template view.
+pub(super) struct Workspace {
+    pub kind: super::plan::WorkspaceKind,
+    pub fds: [std::fs::File; 3],
+}
+
+impl Workspace {
+    pub(super) fn send(&self, channel: &Channel) -> io::Result<()> {
+        let fds = self.fds.each_ref().map(AsRawFd::as_raw_fd);
+        channel.send(&Report::WorkspaceReady { kind: self.kind }, &fds)
+    }
+}
+
+/// What the init keeps for its loop beyond the plan.
+pub(super) struct Kept {
+    pub oom_score: Option<OomScore>,
+    /// The commands' memory cgroup's membership file, where they have one (see `cgroup`).
+    pub commands_cgroup: Option<OwnedFd>,
+    pub workspace: Workspace,
+}
+
 /// The init's loop: run the commands envcraft asks for, report their ends, reap orphans, stop
-/// and continue every other process on `Freeze`/`Thaw` (see `live::freeze`), and return on
-/// `Shutdown`, after the last command, or when envcraft goes away.
+/// and continue every other process on `Freeze`/`Thaw` (see `live::freeze`), hand the
+/// workspace's descriptors over again on `HandOver`, and return on `Shutdown`, after the last
+/// command, or when envcraft goes away.
 pub(super) fn serve(
     landlock: landlock::LandlockOutcome,
     plan: &Plan,
     channel: &Channel,
-    oom_score: Option<OomScore>,
-    commands_cgroup: Option<OwnedFd>,
+    kept: Kept,
 ) -> Result<(), StepError> {
+    let Kept {
+        oom_score,
+        commands_cgroup,
+        workspace,
+    } = kept;
     let mut starter =
         Starter::new(plan, landlock, oom_score, commands_cgroup).step("map the commands' stack")?;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -154,6 +181,19 @@ pub(super) fn serve(
                 let _ = channel.send(&Report::Frozen { stopped }, &[]);
             }
             Ok(Some((Report::Thaw, _))) => super::live::freeze::continue_namespace(),
+            Ok(Some((Report::HandOver, _))) => {
+                if let Err(e) = workspace.send(channel) {
+                    let _ = channel.send(
+                        &Report::SetupFailed {
+                            id: None,
+                            step: "hand the workspace over again".into(),
+                            errno: e.raw_os_error().unwrap_or(0),
+                            detail: e.to_string(),
+                        },
+                        &[],
+                    );
+                }
+            }
             Ok(Some((Report::Shutdown, _))) | Ok(None) | Err(_) => return Ok(()),
             Ok(Some(_)) => {} // nothing else is addressed to the init
         }

@@ -12,38 +12,102 @@
 //! construction, at most `cgroup::SPARES_MAX` per hierarchy, and are the next runs' cgroups.
 
 use std::fs;
-use std::path::Path;
-use std::sync::Once;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, Weak};
 
 const OWNER: &str = ".envcraft-owner";
+/// The names of the locks a process's marks link to (see [`mark_owner`]).
+const PROCESS_MARK: &str = ".envcraft-process-";
 
-/// Mark `dir` as owned by this process for as long as the returned file stays open: an
-/// exclusive `flock` on `dir/.envcraft-owner`, which the kernel releases when the owner dies
-/// (pids would not do: envcraft may run in PID namespaces of its own). The lock is taken on a
-/// temporary name and then renamed into place, so a sweeper never sees it unlocked.
+/// Mark `dir` as owned by this process for as long as the returned mark lives: `dir/.envcraft-owner`
+/// is a hard link to a file this process keeps locked (an exclusive `flock`, which the kernel
+/// releases when the owner dies; pids would not do: envcraft may run in PID namespaces of its
+/// own). One such file, and one descriptor, serves every directory a process marks under one
+/// parent (a server marks two directories for each of thousands of sessions under one
+/// descriptor limit); it is removed once the last of its marks is dropped. Links are made under
+/// a temporary name and renamed into place, so a sweeper never sees a mark unlocked. Where no
+/// link can be made (another filesystem, too many links), `dir` gets a lock of its own.
 pub fn mark_owner(dir: &Path) -> std::io::Result<OwnerMark> {
+    if let Ok(shared) = process_mark(dir.parent().unwrap_or(Path::new("/")))
+        && link_mark(&shared.path, dir).is_ok()
+    {
+        return Ok(OwnerMark {
+            _shared: Some(shared),
+            _own: None,
+        });
+    }
     let temp = dir.join(format!("{OWNER}.{}", std::process::id()));
     let file = fs::File::create(&temp)?;
     let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|(_, e)| std::io::Error::from(e))?;
     fs::rename(&temp, dir.join(OWNER))?;
-    Ok(OwnerMark { _lock: lock })
+    Ok(OwnerMark {
+        _shared: None,
+        _own: Some(lock),
+    })
 }
 
-/// Mark `dir` as owned by whoever holds the owner mark of `owned` (a hard link to that mark:
-/// one lock, one descriptor, keeps both directories alive, and both are free once it is
-/// dropped). Linked under a temporary name and renamed into place, as [`mark_owner`] does.
-/// Fails where a link cannot be made (another filesystem): the caller marks `dir` itself.
-pub fn share_owner(owned: &Path, dir: &Path) -> std::io::Result<()> {
+/// `dir/.envcraft-owner` made a hard link to `mark`.
+fn link_mark(mark: &Path, dir: &Path) -> std::io::Result<()> {
     let temp = dir.join(format!("{OWNER}.{}", std::process::id()));
-    fs::hard_link(owned.join(OWNER), &temp)?;
+    fs::hard_link(mark, &temp)?;
     fs::rename(&temp, dir.join(OWNER))
 }
 
-/// A directory's owner mark: the directory counts as alive while this is held.
+/// The lock this process's marks under `parent` link to, made on first use.
+fn process_mark(parent: &Path) -> std::io::Result<Arc<ProcessMark>> {
+    static MARKS: Mutex<Vec<(PathBuf, Weak<ProcessMark>)>> = Mutex::new(Vec::new());
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut marks = MARKS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(mark) = marks
+        .iter()
+        .find(|(p, _)| p == parent)
+        .and_then(|(_, mark)| mark.upgrade())
+    {
+        return Ok(mark);
+    }
+    let name = format!(
+        "{PROCESS_MARK}{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let path = parent.join(&name);
+    let temp = parent.join(format!("{name}.tmp"));
+    let file = fs::File::create_new(&temp)?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
+    if let Err(e) = fs::rename(&temp, &path) {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
+    let mark = Arc::new(ProcessMark { path, _lock: lock });
+    marks.retain(|(_, m)| m.strong_count() > 0);
+    marks.push((parent.to_path_buf(), Arc::downgrade(&mark)));
+    Ok(mark)
+}
+
+/// A lock of this process that marked directories link to; removed when the last goes.
+#[derive(Debug)]
+struct ProcessMark {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<fs::File>,
+}
+
+impl Drop for ProcessMark {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// A directory's owner mark: the directory counts as alive while this is held (this process's
+/// lock, shared, or the directory's own).
 #[derive(Debug)]
 pub struct OwnerMark {
-    _lock: nix::fcntl::Flock<fs::File>,
+    _shared: Option<Arc<ProcessMark>>,
+    _own: Option<nix::fcntl::Flock<fs::File>>,
 }
 
 /// Whether the owner of `dir` is gone: its lock can be taken (unmarked directories are left
@@ -52,6 +116,10 @@ pub(crate) fn owner_gone(dir: &Path) -> bool {
     let Ok(file) = fs::File::open(dir.join(OWNER)) else {
         return false;
     };
+    lock_free(file)
+}
+
+fn lock_free(file: fs::File) -> bool {
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
 }
 
@@ -82,6 +150,13 @@ fn sweep(state_root: &Path) {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(PROCESS_MARK) {
+                // A dead process's lock, which no marked directory links to any more.
+                if fs::File::open(&path).is_ok_and(lock_free) {
+                    let _ = fs::remove_file(&path);
+                }
+                continue;
+            }
             let ours = name.starts_with("envcraft-") || dir.ends_with("sessions");
             if ours && path.is_dir() && owner_gone(&path) {
                 tracing::info!(path = %path.display(), "removing what a killed envcraft left");
@@ -167,10 +242,19 @@ mod tests {
             fs::create_dir(d).unwrap();
         }
         let _held = mark_owner(&live).unwrap();
-        // A dead owner: its lock file, released.
-        drop(mark_owner(&dead).unwrap());
+        // A dead owner: its mark links to a process's lock that nobody holds any more.
+        let dead_process = root.path().join(format!("{PROCESS_MARK}999999-0"));
+        fs::write(&dead_process, b"").unwrap();
+        fs::hard_link(&dead_process, dead.join(OWNER)).unwrap();
         sweep(root.path());
         assert!(live.exists() && unmarked.exists());
         assert!(!dead.exists());
+        assert!(!dead_process.exists(), "a dead process's lock goes too");
+        let ours: Vec<_> = fs::read_dir(root.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(PROCESS_MARK))
+            .collect();
+        assert_eq!(ours.len(), 1, "this process's lock stays: {ours:?}");
     }
 }

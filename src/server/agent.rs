@@ -150,7 +150,9 @@ pub async fn turn(state: &AppState, id: &str) -> Result<Value, ApiError> {
             return Err(ApiError::session_not_found());
         };
         let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
-        let ran = agent.turn(session).map_err(|e| match e {
+        let ran = agent.turn(session);
+        session.settle();
+        let ran = ran.map_err(|e| match e {
             TurnError::AlreadyRan(_) => ApiError::invalid_transition(e.to_string()),
             TurnError::Agent(AgentError::Session(e)) => session_error("OpenClaw's turn failed", &e),
             TurnError::Agent(e) => {

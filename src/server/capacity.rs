@@ -42,7 +42,11 @@ pub enum Scarce {
 /// What one session costs the server process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionCost {
+    /// While it holds its sandbox's workspace descriptors (as a call runs).
     pub descriptors: u64,
+    /// Once it gave them back (see `sandbox::handback`): its sandbox's channel. Equal to
+    /// `descriptors` where nothing can be given back (no namespaces).
+    pub kept: u64,
     pub processes: u64,
     /// Whether it was measured (else the descriptors are [`UNMEASURED_SESSION_FDS`]).
     pub measured: bool,
@@ -61,11 +65,22 @@ pub struct Machine {
     pub memory_available: Option<u64>,
 }
 
+/// Calls that run at once at most: the runtime's blocking threads (tokio's default), each of
+/// which may hold one session's workspace descriptors while its call runs.
+pub const CALLS_AT_ONCE: u64 = 512;
+
 /// How many sessions fit, and what bounds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// Sessions the descriptors allow.
     pub by_descriptors: u64,
+    /// Descriptors the sessions' sandboxes may hold in all: their channels, and the workspace
+    /// descriptors of those that keep theirs (see `sandbox::handback`), beyond what the calls
+    /// running at once hold.
+    pub sandbox_room: u64,
+    /// Sessions that may keep their workspace descriptors between calls once `sessions` are
+    /// open (the others give them back after each request).
+    pub holding: u64,
     pub by_processes: Option<u64>,
     pub by_memory: Option<u64>,
     pub max_sessions: u64,
@@ -130,7 +145,12 @@ pub fn plan(
 ) -> Plan {
     let left = machine.fd_limit.saturating_sub(machine.fds_open);
     let reserved = (max_connections + ANSWER_MARGIN).min(left / 2);
-    let by_descriptors = left.saturating_sub(reserved) / cost.descriptors.max(1);
+    let kept = cost.kept.clamp(1, cost.descriptors.max(1));
+    let set = cost.descriptors.saturating_sub(kept);
+    let in_flight =
+        (max_connections.min(CALLS_AT_ONCE) * set).min(left.saturating_sub(reserved) / 2);
+    let sandbox_room = left.saturating_sub(reserved).saturating_sub(in_flight);
+    let by_descriptors = sandbox_room / kept;
     let by_processes = machine
         .processes_left
         .map(|left| left / cost.processes.max(1));
@@ -149,8 +169,14 @@ pub fn plan(
             bound = name;
         }
     }
+    let holding = match set {
+        0 => sessions,
+        set => sandbox_room.saturating_sub(sessions * kept) / set,
+    };
     Plan {
         by_descriptors,
+        sandbox_room,
+        holding,
         by_processes,
         by_memory,
         max_sessions,
@@ -263,9 +289,15 @@ pub fn machine(fd_limit: u64) -> Machine {
     }
 }
 
-/// Measure one session: make one of the first task under `workspaces` that makes one (at most
-/// three tried), count this process's descriptors and children before and after, close it.
+/// Measure one session: make two of the first task under `workspaces` that makes one (at
+/// most three tried), and count this process's descriptors and children before and after the
+/// second (the first pays what is made once for all sessions: the owner locks), and again once
+/// it gave its workspace descriptors back; close both.
 pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCost {
+    let create = |task: &TaskSpec| {
+        let _clone = crate::sandbox::maker::clone_lock();
+        Session::create(task, options)
+    };
     for dir in crate::spec::task::find_tasks(workspaces)
         .into_iter()
         .take(3)
@@ -273,32 +305,41 @@ pub fn measure_session(workspaces: &Path, options: &SessionOptions) -> SessionCo
         let Ok(task) = TaskSpec::load(&dir) else {
             continue;
         };
-        let (fds, kids) = (open_descriptors(), children());
-        let session = {
-            let _clone = crate::sandbox::maker::clone_lock();
-            Session::create(&task, options)
-        };
-        let session = match session {
+        let first = match create(&task) {
             Ok(session) => session,
             Err(e) => {
                 tracing::info!(task = %dir.display(), error = %crate::error::chain(&e), "capacity: no session to measure from this task");
                 continue;
             }
         };
-        let cost = SessionCost {
-            descriptors: open_descriptors().saturating_sub(fds).max(1),
-            processes: children().saturating_sub(kids).max(1),
+        let (fds, kids) = (open_descriptors(), children());
+        let Ok(mut session) = create(&task) else {
+            first.close();
+            continue;
+        };
+        let descriptors = open_descriptors().saturating_sub(fds).max(1);
+        let processes = children().saturating_sub(kids).max(1);
+        session.give_back_descriptors();
+        let kept = open_descriptors().saturating_sub(fds).clamp(1, descriptors);
+        session.close();
+        first.close();
+        return SessionCost {
+            descriptors,
+            kept,
+            processes,
             measured: true,
         };
-        session.close();
-        return cost;
     }
-    SessionCost {
-        descriptors: UNMEASURED_SESSION_FDS,
-        processes: 1,
-        measured: false,
-    }
+    UNMEASURED
 }
+
+/// What a session is taken to cost where none could be measured.
+pub const UNMEASURED: SessionCost = SessionCost {
+    descriptors: UNMEASURED_SESSION_FDS,
+    kept: UNMEASURED_SESSION_FDS,
+    processes: 1,
+    measured: false,
+};
 
 /// The refusal for `scarce`, with what is open now for descriptors.
 pub fn refusal(scarce: Scarce) -> ApiError {
@@ -471,6 +512,9 @@ pub fn log(plan: &Plan, machine: &Machine, cost: &SessionCost) {
         descriptors_open = machine.fds_open,
         descriptors_reserved = plan.reserved,
         descriptors_per_session = cost.descriptors,
+        descriptors_kept_per_idle_session = cost.kept,
+        sandbox_room = plan.sandbox_room,
+        sessions_holding_workspace_descriptors = plan.holding,
         measured = cost.measured,
         processes_per_session = cost.processes,
         memory_per_session_estimate = SESSION_MEMORY_BYTES,

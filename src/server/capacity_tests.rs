@@ -12,9 +12,48 @@ fn machine(fd_limit: u64, fds_open: u64) -> Machine {
 
 const NINE: SessionCost = SessionCost {
     descriptors: 9,
+    kept: 9,
     processes: 1,
     measured: true,
 };
+
+/// A session of four descriptors (its channel and its workspace's three) that keeps one idle.
+const GIVING_BACK: SessionCost = SessionCost {
+    descriptors: 4,
+    kept: 1,
+    processes: 1,
+    measured: true,
+};
+
+#[test]
+fn sessions_that_give_their_descriptors_back_are_counted_by_what_they_keep() {
+    // 20,000 - 100 open - 4,160 reserved = 15,740; the 512 calls that may run at once hold
+    // three each (1,536): 14,204 sessions of one descriptor, 10,000 and more.
+    let plan = plan(&machine(20_000, 100), &GIVING_BACK, 4096, 100_000);
+    assert_eq!(plan.sandbox_room, 15_740 - 1536);
+    assert_eq!(plan.by_descriptors, 14_204);
+    assert_eq!(
+        plan.holding, 0,
+        "at the descriptors' bound, none keeps its three"
+    );
+    let ten_thousand = plan_for_sessions(&machine(20_000, 100), &GIVING_BACK, 10_000);
+    assert_eq!(ten_thousand.sessions, 10_000);
+    assert_eq!(ten_thousand.holding, (14_204 - 10_000) / 3);
+    // Few connections: fewer calls at once.
+    let plan = plan_for(&machine(20_000, 100), &GIVING_BACK, 16);
+    assert_eq!(
+        plan.by_descriptors,
+        20_000 - 100 - (16 + ANSWER_MARGIN) - 16 * 3
+    );
+}
+
+fn plan_for_sessions(m: &Machine, cost: &SessionCost, sessions: u64) -> Plan {
+    plan(m, cost, 4096, sessions)
+}
+
+fn plan_for(m: &Machine, cost: &SessionCost, connections: u64) -> Plan {
+    plan(m, cost, connections, 100_000)
+}
 
 #[test]
 fn descriptors_bound_the_sessions_once_connections_are_reserved() {

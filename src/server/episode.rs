@@ -158,7 +158,11 @@ pub async fn with_session<T: Send + 'static>(
     let mut locked = entry.lock(state.config.lock_wait).await?;
     open(&mut locked)?;
     blocking(move || match locked.as_mut() {
-        Some(session) => Ok(work(session)),
+        Some(session) => {
+            let done = work(session);
+            session.settle();
+            Ok(done)
+        }
         None => Err(ApiError::session_not_found()),
     })
     .await?

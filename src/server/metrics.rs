@@ -89,6 +89,16 @@ impl Metrics {
             inits + inits_networked,
             crate::sandbox::pool::ready()
         );
+        let (sandboxes, holding) = crate::sandbox::handback::counts();
+        let _ = writeln!(
+            out,
+            "# HELP envcraft_sandboxes_live Sandboxes with an init (sessions, forks, graders, made ahead).\n\
+             # TYPE envcraft_sandboxes_live gauge\n\
+             envcraft_sandboxes_live {sandboxes}\n\
+             # HELP envcraft_sandboxes_holding_descriptors Of them, those keeping their workspace's descriptors between calls (the others ask their init again).\n\
+             # TYPE envcraft_sandboxes_holding_descriptors gauge\n\
+             envcraft_sandboxes_holding_descriptors {holding}"
+        );
         let _ = writeln!(
             out,
             "# HELP envcraft_sessions_created_total Sessions created (forks included).\n\

@@ -375,11 +375,7 @@ async fn serve(
         let (workspaces, options) = (config.workspaces.clone(), session_options.clone());
         tokio::task::spawn_blocking(move || capacity::measure_session(&workspaces, &options))
             .await
-            .unwrap_or(capacity::SessionCost {
-                descriptors: capacity::UNMEASURED_SESSION_FDS,
-                processes: 1,
-                measured: false,
-            })
+            .unwrap_or(capacity::UNMEASURED)
     };
     // What is built ahead comes out of what sessions may take.
     let warm = capacity::warm_sandboxes(
@@ -396,6 +392,9 @@ async fn serve(
         config.max_sessions as u64,
     );
     capacity::log(&plan, &machine, &cost);
+    // Past these, a session gives its sandbox's workspace descriptors back after each
+    // request and asks for them again when a call needs them.
+    crate::sandbox::handback::set_room(plan.holding);
     // Only now (the measurement above counted one session's descriptors and processes): the
     // warm sandboxes, made ahead of creates (see `sandbox::warm`).
     if warm < config.warm_sandboxes {

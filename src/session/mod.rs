@@ -19,6 +19,7 @@ pub mod assistant;
 pub mod clock;
 mod harness;
 pub mod resume;
+mod root;
 pub mod store;
 pub mod trajectory;
 pub mod transcript;
@@ -40,7 +41,7 @@ use crate::spec::skill::{SkillError, SkillSpec};
 use crate::spec::task::TaskSpec;
 use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
-use crate::tools::{self, ToolError, WorkspaceRoot};
+use crate::tools::{self, ToolError};
 use crate::verify::{Expected, Extra, Manifest};
 use crate::workspace::Changes;
 
@@ -172,7 +173,7 @@ pub struct Session {
     dir: SessionDir,
     parts: Parts,
     sandbox: Sandbox,
-    root: WorkspaceRoot,
+    root: root::SessionRoot,
     action_index: u64,
     turn: usize,
     enforced: Enforced,
@@ -362,24 +363,21 @@ impl Session {
         let owner = (plan.uid != nix::unistd::geteuid().as_raw()).then_some((plan.uid, plan.gid));
         // File tools accept the in-sandbox paths of the workspace (also without namespaces,
         // where commands see the copy at its host path: agents write `/workspace/...`).
-        let root = WorkspaceRoot::new(
+        let filesystem = &parts.policy.filesystem;
+        let root = root::SessionRoot::new(
             fd,
-            parts.policy.filesystem.workspace.clone(),
-            parts.policy.filesystem.workspace_aliases.clone(),
-            plan.workspace_writable,
-            owner,
-        )
-        .with_mounts(
-            parts
-                .policy
-                .filesystem
+            filesystem.workspace.clone(),
+            filesystem.workspace_aliases.clone(),
+            filesystem
                 .workspace_mounts
                 .iter()
                 .map(|m| (m.path.clone(), m.dir.clone()))
                 .collect(),
+            plan.workspace_writable,
+            owner,
         );
         let id = id.unwrap_or_else(new_id);
-        let dir = SessionDir::create(&parts.sessions_root, &id, sandbox.owner_dir())?;
+        let dir = SessionDir::create(&parts.sessions_root, &id)?;
         let session = Session {
             id,
             dir,
@@ -397,6 +395,8 @@ impl Session {
             session.close();
             return Err(e);
         }
+        let mut session = session;
+        session.settle();
         Ok(session)
     }
 
@@ -535,16 +535,24 @@ impl Session {
             ))
             .into()
         } else {
-            let mut context = tools::Context {
-                root: &self.root,
-                limit: Duration::from_secs(self.sandbox.plan().wall_time_secs),
-                sandbox: &mut self.sandbox,
-                offsets: &mut self.offsets,
-                skills: &self.parts.skills,
-                env: self.parts.command_env(index),
-                now,
-            };
-            tools::registry::call(&mut context, tool, args)
+            match self.root.get(&mut self.sandbox) {
+                Ok(root) => {
+                    let mut context = tools::Context {
+                        root,
+                        limit: Duration::from_secs(self.sandbox.plan().wall_time_secs),
+                        sandbox: &mut self.sandbox,
+                        offsets: &mut self.offsets,
+                        skills: &self.parts.skills,
+                        env: self.parts.command_env(index),
+                        now,
+                    };
+                    tools::registry::call(&mut context, tool, args)
+                }
+                Err(e) => {
+                    tracing::error!(session = %self.id, error = %crate::error::chain(&e), "the workspace's descriptors");
+                    ToolError::internal("the sandbox's workspace cannot be reached").into()
+                }
+            }
         };
         self.action_index += 1;
         let is_error = !result.is_ok();
@@ -575,6 +583,22 @@ impl Session {
         json
     }
 
+    /// Give the sandbox's workspace descriptors back while this process holds more sandboxes
+    /// than it has room for them (see [`crate::sandbox::handback`]): they are asked for again
+    /// by the next call that needs them. The server calls this as each request lets go of the
+    /// session.
+    pub fn settle(&mut self) {
+        if crate::sandbox::handback::crowded() {
+            self.root.give_back(&mut self.sandbox);
+        }
+    }
+
+    /// Give the sandbox's workspace descriptors back now, whatever the room (see
+    /// [`Session::settle`]); whether they were (not without namespaces: no init to ask).
+    pub fn give_back_descriptors(&mut self) -> bool {
+        self.root.give_back(&mut self.sandbox)
+    }
+
     /// Whether the transcript reached the policy's `limits.transcript_bytes` (calls from
     /// then on are not recorded).
     pub fn transcript_truncated(&self) -> bool {
@@ -594,7 +618,7 @@ impl Session {
             .parent()
             .map(|root| root.join("manifests"))
             .unwrap_or_else(|| std::env::temp_dir().join("envcraft-manifests"));
-        let workspace = self.root.proc_path();
+        let workspace = self.root.get(&mut self.sandbox)?.proc_path();
         self.sandbox.frozen(|sandbox| {
             let changes = sandbox.changes()?;
             let paths = sandbox.state_paths()?;

@@ -54,9 +54,9 @@ pub struct SessionDir {
     /// An append failed (the state root full): the transcript misses a call the agent was
     /// answered, so the directory must not be resumed (see [`SessionDir::append_transcript`]).
     unrecorded: AtomicBool,
-    /// The session's lock, which also marks the directory as alive (see `sandbox::stale`);
-    /// `None` where the directory shares its sandbox's mark (the sandbox holds the lock).
-    _owner: Option<crate::sandbox::stale::OwnerMark>,
+    /// Marks the directory as alive (see `sandbox::stale`: a link to this process's lock, no
+    /// descriptor of its own).
+    _owner: crate::sandbox::stale::OwnerMark,
 }
 
 /// The transcript's file name in a session directory.
@@ -65,11 +65,9 @@ pub const TRANSCRIPT: &str = "transcript.jsonl";
 const STATE: &str = "state.json";
 
 impl SessionDir {
-    /// Create the directory (mode 0700) for session `id` under `root`, locked by this process:
-    /// by a link to the owner mark of `sandbox` (the sandbox's state directory, whose lock
-    /// lives as long as the session) where one is given and a link can be made, so that a
-    /// session holds one lock descriptor, not two; else by a lock of its own.
-    pub fn create(root: &Path, id: &str, sandbox: Option<&Path>) -> Result<SessionDir, StoreError> {
+    /// Create the directory (mode 0700) for session `id` under `root`, marked as owned by this
+    /// process (see [`crate::sandbox::stale::mark_owner`]).
+    pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
         let path = root.join(id);
         crate::workspace::state_root::prepare(root)
             .map_err(std::io::Error::other)
@@ -77,12 +75,7 @@ impl SessionDir {
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
-        let shared = sandbox.is_some_and(|s| crate::sandbox::stale::share_owner(s, &path).is_ok());
-        let owner = if shared {
-            None
-        } else {
-            Some(crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?)
-        };
+        let owner = crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
         drop(open_append(&path.join(TRANSCRIPT))?);
         Ok(SessionDir {
             path,
@@ -198,7 +191,7 @@ mod tests {
     #[test]
     fn atomic_write_replaces_whole_content() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s1", None).unwrap();
+        let dir = SessionDir::create(root.path(), "s1").unwrap();
         dir.write_atomic("state.json", b"{\"a\":1}").unwrap();
         dir.write_atomic("state.json", b"{\"a\":2}").unwrap();
         assert_eq!(fs::read(dir.path.join("state.json")).unwrap(), b"{\"a\":2}");
@@ -208,7 +201,7 @@ mod tests {
     #[test]
     fn a_failed_append_leaves_no_state_to_resume_and_writes_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s1", None).unwrap();
+        let dir = SessionDir::create(root.path(), "s1").unwrap();
         dir.write_atomic("state.json", b"{}").unwrap();
         dir.append_transcript(b"recorded\n").unwrap();
         // The state root full: every write of the transcript fails with ENOSPC.
@@ -228,7 +221,7 @@ mod tests {
     #[test]
     fn the_directory_is_locked_for_the_sessions_life() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s2", None).unwrap();
+        let dir = SessionDir::create(root.path(), "s2").unwrap();
         assert!(!crate::sandbox::stale::owner_gone(&dir.path));
         let path = dir.path.clone();
         drop(dir);
@@ -236,32 +229,39 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_sharing_its_sandboxs_mark_lives_and_dies_with_that_lock() {
+    fn the_directories_of_one_process_share_one_lock_descriptor() {
         let root = tempfile::tempdir().unwrap();
-        let sandbox = root.path().join("envcraft-run");
-        fs::create_dir(&sandbox).unwrap();
-        let mark = crate::sandbox::stale::mark_owner(&sandbox).unwrap();
-        let dir = SessionDir::create(root.path(), "s5", Some(&sandbox)).unwrap();
+        let before = crate::server::capacity::open_descriptors();
+        let dirs: Vec<SessionDir> = (0..50)
+            .map(|i| SessionDir::create(root.path(), &format!("s{i}")).unwrap())
+            .collect();
+        let held = crate::server::capacity::open_descriptors().saturating_sub(before);
+        // Other tests of this process may hold a descriptor or two meanwhile.
+        assert!(held <= 3, "50 session directories hold {held} descriptors");
         assert!(
-            dir._owner.is_none(),
-            "the sandbox's lock is shared, not a second one taken"
+            dirs.iter()
+                .all(|d| !crate::sandbox::stale::owner_gone(&d.path))
         );
-        assert!(!crate::sandbox::stale::owner_gone(&dir.path));
-        drop(dir);
-        drop(mark);
-        assert!(crate::sandbox::stale::owner_gone(&root.path().join("s5")));
-        assert!(crate::sandbox::stale::owner_gone(&sandbox));
-        // Where no link can be made, the directory locks itself.
-        let elsewhere = SessionDir::create(root.path(), "s6", Some(Path::new("/nonexistent")));
-        let elsewhere = elsewhere.unwrap();
-        assert!(elsewhere._owner.is_some());
-        assert!(!crate::sandbox::stale::owner_gone(&elsewhere.path));
+        let paths: Vec<PathBuf> = dirs.iter().map(|d| d.path.clone()).collect();
+        drop(dirs);
+        assert!(paths.iter().all(|p| crate::sandbox::stale::owner_gone(p)));
+        // The process's lock went with its last mark.
+        let left: Vec<_> = fs::read_dir(root.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".envcraft-process-")
+            })
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]
     fn lines_are_appended_in_order() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s3", None).unwrap();
+        let dir = SessionDir::create(root.path(), "s3").unwrap();
         dir.append_transcript(b"1\n").unwrap();
         dir.append_transcript(b"2\n3\n").unwrap();
         assert_eq!(
@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn calls_past_the_limit_leave_one_cut_event_and_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s4", None).unwrap();
+        let dir = SessionDir::create(root.path(), "s4").unwrap();
         let cut = || b"CUT\n".to_vec();
         assert_eq!(
             dir.append_call(b"aaaa\n", 10, cut).unwrap(),

@@ -22,13 +22,16 @@ impl Session {
             Some(_) => Some(self.run_grader()?),
             None => None,
         };
+        let workspace = match verifier.judge {
+            Some(_) => Some(self.root.get(&mut self.sandbox)?.proc_path()),
+            None => None,
+        };
         let judge = verifier.judge.as_ref().map(|spec| {
             let transcript = self.dir.path.join("transcript.jsonl");
-            let workspace = self.root.proc_path();
             let run = judge::Run {
                 task: &self.parts.task,
                 transcript: Some(&transcript),
-                workspace: Some(&workspace),
+                workspace: workspace.as_deref(),
             };
             judge::judge(self.parts.judge.as_deref(), spec, &run)
         });
@@ -77,11 +80,12 @@ impl Session {
             };
             Ok::<_, SessionError>((initial, final_))
         })?;
+        let root = self.root.get(&mut self.sandbox)?.proc_path();
         Ok(crate::verify::verify(
             &expected,
             &initial,
             &final_,
-            Some(&self.root.proc_path()),
+            Some(&root),
         ))
     }
 

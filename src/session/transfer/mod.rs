@@ -79,6 +79,14 @@ pub struct Downloaded {
 }
 
 impl Session {
+    /// The workspace root the transfers resolve beneath.
+    fn workspace_root(&mut self) -> Result<&crate::tools::WorkspaceRoot, ToolError> {
+        self.root.get(&mut self.sandbox).map_err(|e| {
+            tracing::error!(error = %crate::error::chain(&e), "the workspace's descriptors");
+            ToolError::internal("the sandbox's workspace cannot be reached")
+        })
+    }
+
     /// Unpack the tar `body` (plain, gzip or zstd) beneath the directory `path` of the
     /// workspace, made where missing; all or nothing (see the module's list). The bytes bound
     /// is never more than the policy's `workspace_bytes`.
@@ -90,9 +98,9 @@ impl Session {
     ) -> Result<Uploaded, ToolError> {
         limits.max_bytes = limits.max_bytes.min(self.policy().limits.workspace_bytes);
         // As the file tools do: checked, and owned, as the sandbox's root.
-        crate::sys::with_fs_ids(self.root.owner(), || {
-            upload::upload(&self.root, path, body, limits)
-        })
+        let owner = self.root.owner();
+        let root = self.workspace_root()?;
+        crate::sys::with_fs_ids(owner, || upload::upload(root, path, body, limits))
     }
 
     /// A tar of `path` of the workspace: a directory's contents (names relative to it), or one
@@ -102,9 +110,9 @@ impl Session {
         path: &str,
         limits: TransferLimits,
     ) -> Result<Downloaded, ToolError> {
-        crate::sys::with_fs_ids(self.root.owner(), || {
-            download::download(&self.root, path, limits)
-        })
+        let owner = self.root.owner();
+        let root = self.workspace_root()?;
+        crate::sys::with_fs_ids(owner, || download::download(root, path, limits))
     }
 }
 
