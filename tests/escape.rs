@@ -501,6 +501,47 @@ print("ATTACK_DONE")
     tpl.assert_unchanged();
 }
 
+/// The init keeps its sandbox's workspace descriptors (the layer tmpfs, the workspace root, the
+/// template view) to hand them to the server again (`sandbox::handback`): a command must not
+/// borrow them, by `/proc/1/fd`, by `pidfd_getfd`, or by `ptrace`.
+#[test]
+fn the_inits_kept_workspace_descriptors_cannot_be_borrowed() {
+    if !sandbox_ready() {
+        return;
+    }
+    let tpl = Template::new();
+    let code = r#"
+attempt("LIST_INIT_FDS", lambda: os.listdir("/proc/1/fd"))
+for n in range(64):
+    try:
+        fd = os.open(f"/proc/1/fd/{n}", os.O_RDONLY)
+        print("OPEN_INIT_FD OK", n, os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError as ex:
+        pass
+print("OPEN_INIT_FD FAILED all")
+pidfd, e = sc(434, 1, 0)
+report("PIDFD_OPEN_INIT", pidfd, e)
+if pidfd >= 0:
+    for n in range(64):
+        got, e = sc(438, pidfd, n, 0)
+        if got >= 0:
+            print("GETFD_INIT OK", n, os.readlink(f"/proc/self/fd/{got}"))
+        elif n == 3:
+            print("GETFD_INIT FAILED errno", e, errno.errorcode.get(e, "?"))
+r, e = sc(101, 16, 1, 0, 0)  # ptrace(PTRACE_ATTACH, 1)
+report("PTRACE_ATTACH_INIT", r, e)
+attempt("INIT_ROOT_LISTING", lambda: os.listdir("/proc/1/root/"))
+print("ATTACK_DONE")
+"#;
+    let out = run(RunAs::Caller, &tpl, QUICK, py(code));
+    out.assert_ran().assert_saw("ATTACK_DONE");
+    assert_denied(&out, "LIST_INIT_FDS");
+    assert_denied(&out, "OPEN_INIT_FD");
+    assert_none_ok(&out, "GETFD_INIT");
+    assert_denied(&out, "PTRACE_ATTACH_INIT");
+    tpl.assert_unchanged();
+}
+
 #[test]
 fn proc_self_fd_holds_no_host_directory() {
     if !sandbox_ready() {

@@ -115,12 +115,13 @@ impl Sandbox {
                 path: state_root.to_path_buf(),
                 source,
             })?;
-        let owner = crate::sandbox::stale::mark_owner(state.path()).map_err(|source| {
-            SandboxError::StateDir {
-                path: state_root.to_path_buf(),
-                source,
-            }
-        })?;
+        let owner =
+            crate::sandbox::stale::mark_owner(state.path(), state_root).map_err(|source| {
+                SandboxError::StateDir {
+                    path: state_root.to_path_buf(),
+                    source,
+                }
+            })?;
         let dirs = StateDirs {
             base: state.path().to_path_buf(),
         };

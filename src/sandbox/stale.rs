@@ -21,15 +21,15 @@ const OWNER: &str = ".envcraft-owner";
 const PROCESS_MARK: &str = ".envcraft-process-";
 
 /// Mark `dir` as owned by this process for as long as the returned mark lives: `dir/.envcraft-owner`
-/// is a hard link to a file this process keeps locked (an exclusive `flock`, which the kernel
+/// is a hard link to a file in `locks` (the state root) that this process keeps locked (an exclusive `flock`, which the kernel
 /// releases when the owner dies; pids would not do: envcraft may run in PID namespaces of its
 /// own). One such file, and one descriptor, serves every directory a process marks under one
-/// parent (a server marks two directories for each of thousands of sessions under one
+/// state root (a server marks two directories for each of thousands of sessions under one
 /// descriptor limit); it is removed once the last of its marks is dropped. Links are made under
 /// a temporary name and renamed into place, so a sweeper never sees a mark unlocked. Where no
 /// link can be made (another filesystem, too many links), `dir` gets a lock of its own.
-pub fn mark_owner(dir: &Path) -> std::io::Result<OwnerMark> {
-    if let Ok(shared) = process_mark(dir.parent().unwrap_or(Path::new("/")))
+pub fn mark_owner(dir: &Path, locks: &Path) -> std::io::Result<OwnerMark> {
+    if let Ok(shared) = process_mark(locks)
         && link_mark(&shared.path, dir).is_ok()
     {
         return Ok(OwnerMark {
@@ -55,7 +55,7 @@ fn link_mark(mark: &Path, dir: &Path) -> std::io::Result<()> {
     fs::rename(&temp, dir.join(OWNER))
 }
 
-/// The lock this process's marks under `parent` link to, made on first use.
+/// The lock in `parent` this process's marks link to, made on first use.
 fn process_mark(parent: &Path) -> std::io::Result<Arc<ProcessMark>> {
     static MARKS: Mutex<Vec<(PathBuf, Weak<ProcessMark>)>> = Mutex::new(Vec::new());
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -117,6 +117,12 @@ pub(crate) fn owner_gone(dir: &Path) -> bool {
         return false;
     };
     lock_free(file)
+}
+
+/// Mark `dir` as a dead process would have left it: an owner file nobody holds locked.
+#[cfg(test)]
+pub(crate) fn mark_dead_owner(dir: &Path) {
+    fs::write(dir.join(OWNER), b"").unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
 }
 
 fn lock_free(file: fs::File) -> bool {
@@ -241,7 +247,7 @@ mod tests {
         for d in [&live, &dead, &unmarked] {
             fs::create_dir(d).unwrap();
         }
-        let _held = mark_owner(&live).unwrap();
+        let _held = mark_owner(&live, root.path()).unwrap();
         // A dead owner: its mark links to a process's lock that nobody holds any more.
         let dead_process = root.path().join(format!("{PROCESS_MARK}999999-0"));
         fs::write(&dead_process, b"").unwrap();

@@ -342,8 +342,8 @@ mod tests {
         let sessions = root.path().join("sessions");
         fs::create_dir_all(sessions.join("live")).unwrap();
         fs::create_dir_all(sessions.join("dead")).unwrap();
-        let _held = crate::sandbox::stale::mark_owner(&sessions.join("live")).unwrap();
-        drop(crate::sandbox::stale::mark_owner(&sessions.join("dead")).unwrap());
+        let _held = crate::sandbox::stale::mark_owner(&sessions.join("live"), root.path()).unwrap();
+        crate::sandbox::stale::mark_dead_owner(&sessions.join("dead"));
         let claimed = claim(root.path());
         assert_eq!(claimed, vec![root.path().join("resuming").join("dead")]);
         assert!(sessions.join("live").exists());

@@ -65,8 +65,8 @@ pub const TRANSCRIPT: &str = "transcript.jsonl";
 const STATE: &str = "state.json";
 
 impl SessionDir {
-    /// Create the directory (mode 0700) for session `id` under `root`, marked as owned by this
-    /// process (see [`crate::sandbox::stale::mark_owner`]).
+    /// Create the directory (mode 0700) for session `id` under `root` (the state root's
+    /// `sessions`), marked as owned by this process (see [`crate::sandbox::stale::mark_owner`]).
     pub fn create(root: &Path, id: &str) -> Result<SessionDir, StoreError> {
         let path = root.join(id);
         crate::workspace::state_root::prepare(root)
@@ -75,7 +75,9 @@ impl SessionDir {
         fs::create_dir(&path).map_err(write_err(&path))?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(write_err(&path))?;
-        let owner = crate::sandbox::stale::mark_owner(&path).map_err(write_err(&path))?;
+        // The process's lock lives in the state root, beside the sandboxes' directories.
+        let locks = root.parent().unwrap_or(root);
+        let owner = crate::sandbox::stale::mark_owner(&path, locks).map_err(write_err(&path))?;
         drop(open_append(&path.join(TRANSCRIPT))?);
         Ok(SessionDir {
             path,
@@ -191,7 +193,7 @@ mod tests {
     #[test]
     fn atomic_write_replaces_whole_content() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s1").unwrap();
+        let dir = SessionDir::create(&root.path().join("sessions"), "s1").unwrap();
         dir.write_atomic("state.json", b"{\"a\":1}").unwrap();
         dir.write_atomic("state.json", b"{\"a\":2}").unwrap();
         assert_eq!(fs::read(dir.path.join("state.json")).unwrap(), b"{\"a\":2}");
@@ -201,7 +203,7 @@ mod tests {
     #[test]
     fn a_failed_append_leaves_no_state_to_resume_and_writes_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s1").unwrap();
+        let dir = SessionDir::create(&root.path().join("sessions"), "s1").unwrap();
         dir.write_atomic("state.json", b"{}").unwrap();
         dir.append_transcript(b"recorded\n").unwrap();
         // The state root full: every write of the transcript fails with ENOSPC.
@@ -221,7 +223,7 @@ mod tests {
     #[test]
     fn the_directory_is_locked_for_the_sessions_life() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s2").unwrap();
+        let dir = SessionDir::create(&root.path().join("sessions"), "s2").unwrap();
         assert!(!crate::sandbox::stale::owner_gone(&dir.path));
         let path = dir.path.clone();
         drop(dir);
@@ -233,7 +235,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let before = crate::server::capacity::open_descriptors();
         let dirs: Vec<SessionDir> = (0..50)
-            .map(|i| SessionDir::create(root.path(), &format!("s{i}")).unwrap())
+            .map(|i| SessionDir::create(&root.path().join("sessions"), &format!("s{i}")).unwrap())
             .collect();
         let held = crate::server::capacity::open_descriptors().saturating_sub(before);
         // Other tests of this process may hold a descriptor or two meanwhile.
@@ -261,7 +263,7 @@ mod tests {
     #[test]
     fn lines_are_appended_in_order() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s3").unwrap();
+        let dir = SessionDir::create(&root.path().join("sessions"), "s3").unwrap();
         dir.append_transcript(b"1\n").unwrap();
         dir.append_transcript(b"2\n3\n").unwrap();
         assert_eq!(
@@ -273,7 +275,7 @@ mod tests {
     #[test]
     fn calls_past_the_limit_leave_one_cut_event_and_nothing_more() {
         let root = tempfile::tempdir().unwrap();
-        let dir = SessionDir::create(root.path(), "s4").unwrap();
+        let dir = SessionDir::create(&root.path().join("sessions"), "s4").unwrap();
         let cut = || b"CUT\n".to_vec();
         assert_eq!(
             dir.append_call(b"aaaa\n", 10, cut).unwrap(),
