@@ -37,7 +37,17 @@ pub enum Scarce {
     Descriptors,
     Processes,
     Memory,
+    /// Space or inodes of the state root's filesystem (ENOSPC, EDQUOT outside a clone).
+    Disk,
+    /// The kernel's bound on namespaces (`user.max_*_namespaces`: ENOSPC from a clone).
+    Namespaces,
 }
+
+/// Free space a create needs in the state root's filesystem: a session's directory, state and
+/// first transcript lines, and room for the open sessions' next appends.
+pub const DISK_FLOOR_BYTES: u64 = 64 << 20;
+/// Free inodes a create needs there (a session's directory and files, its sandbox's).
+pub const DISK_FLOOR_INODES: u64 = 1024;
 
 /// What one session costs the server process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +74,9 @@ pub struct Machine {
     /// `MemAvailable` of `/proc/meminfo`.
     pub memory_available: Option<u64>,
 }
+
+/// Where envcraft makes its runs' cgroups on a cgroup v2 host (see `sandbox::cgroup`).
+const RUN_CGROUPS_V2: &str = "/sys/fs/cgroup/envcraft";
 
 /// Calls that run at once at most: the runtime's blocking threads (tokio's default), each of
 /// which may hold one session's workspace descriptors while its call runs.
@@ -355,7 +368,63 @@ pub fn refusal(scarce: Scarce) -> ApiError {
         Scarce::Memory => ApiError::capacity(
             "no memory left for another session (the kernel refused it): close sessions or add memory",
         ),
+        Scarce::Disk => ApiError::capacity(
+            "no disk left in the state root for another session (the kernel refused a write): close sessions or free space there",
+        ),
+        Scarce::Namespaces => ApiError::capacity(
+            "no namespaces left for another session (the kernel's user.max_*_namespaces): close sessions or raise those limits",
+        ),
     }
+}
+
+/// `capacity` when the state root's filesystem has less than [`DISK_FLOOR_BYTES`] free for
+/// this user or fewer than [`DISK_FLOOR_INODES`] inodes (`None` where it cannot be read).
+pub fn disk_verdict(state_root: &Path) -> Result<(), ApiError> {
+    let Ok(st) = nix::sys::statvfs::statvfs(state_root) else {
+        return Ok(());
+    };
+    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let inodes = st.files_available() as u64;
+    // A filesystem without inode counts (some report 0 files in all) is not bounded by them.
+    let counts_inodes = st.files() as u64 > 0;
+    if free < DISK_FLOOR_BYTES || (counts_inodes && inodes < DISK_FLOOR_INODES) {
+        return Err(ApiError::capacity(format!(
+            "no disk left in the state root {} for another session ({} MiB and {} inodes free; a session needs {} MiB and {} inodes): close sessions or free space there",
+            state_root.display(),
+            free >> 20,
+            inodes,
+            DISK_FLOOR_BYTES >> 20,
+            DISK_FLOOR_INODES
+        )));
+    }
+    Ok(())
+}
+
+/// `capacity` when the cgroup under which envcraft makes its runs' cgroups (cgroup v2) holds
+/// as many descendants as its `cgroup.max.descendants` allows, less the two a session's
+/// sandbox makes (cgroup v1 has no such bound).
+pub fn cgroups_verdict(parent: &Path) -> Result<(), ApiError> {
+    let Some(max) = std::fs::read_to_string(parent.join("cgroup.max.descendants"))
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+    else {
+        return Ok(()); // "max", or no such file
+    };
+    let held = std::fs::read_to_string(parent.join("cgroup.stat"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("nr_descendants "))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    if held + 2 > max {
+        return Err(ApiError::capacity(format!(
+            "no cgroups left for another session ({held} of the {max} that {}'s cgroup.max.descendants allows): close sessions or raise that limit",
+            parent.display()
+        )));
+    }
+    Ok(())
 }
 
 fn scarce_errno(errno: i32, from_clone: bool) -> Option<Scarce> {
@@ -363,6 +432,8 @@ fn scarce_errno(errno: i32, from_clone: bool) -> Option<Scarce> {
         libc::EMFILE | libc::ENFILE => Some(Scarce::Descriptors),
         libc::ENOMEM => Some(Scarce::Memory),
         libc::EAGAIN if from_clone => Some(Scarce::Processes),
+        libc::ENOSPC if from_clone => Some(Scarce::Namespaces),
+        libc::ENOSPC | libc::EDQUOT => Some(Scarce::Disk),
         _ => None,
     }
 }
@@ -424,6 +495,8 @@ pub struct Headroom {
     pub processes_per_session: u64,
     /// The server's cgroup directory when it has a `pids.max` (read at each check).
     pub pids: Option<PathBuf>,
+    /// The state root, whose filesystem's free space and inodes are checked.
+    pub state_root: Option<PathBuf>,
 }
 
 impl Headroom {
@@ -435,12 +508,22 @@ impl Headroom {
             sessions: plan.by_descriptors,
             processes_per_session: cost.processes,
             pids: own_cgroup().filter(|dir| read_number(&dir.join("pids.max")).is_some()),
+            state_root: None,
+        }
+    }
+
+    /// The same, checking the free space and inodes of `state_root`'s filesystem too.
+    pub fn with_state_root(self, state_root: &Path) -> Headroom {
+        Headroom {
+            state_root: Some(state_root.to_path_buf()),
+            ..self
         }
     }
 
     /// Whether one more session fits beside the `held` ones (sessions open or being made,
     /// this one not counted): descriptors by the plan, and near its bound by those open now;
-    /// processes by the cgroup's `pids.max`; memory by `MemAvailable`.
+    /// processes by the cgroup's `pids.max`; memory by `MemAvailable`; the state root's disk
+    /// by its free space and inodes; cgroups by `cgroup.max.descendants` (v2).
     pub fn check(&self, held: u64) -> Result<(), ApiError> {
         if held >= self.sessions {
             return Err(refusal(Scarce::Descriptors));
@@ -463,6 +546,10 @@ impl Headroom {
         if let Some(available) = memory_available() {
             memory_verdict(available)?;
         }
+        if let Some(root) = &self.state_root {
+            disk_verdict(root)?;
+        }
+        cgroups_verdict(Path::new(RUN_CGROUPS_V2))?;
         Ok(())
     }
 }

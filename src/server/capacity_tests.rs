@@ -99,6 +99,7 @@ fn a_full_headroom_refuses_with_capacity_naming_descriptors() {
         sessions: 3,
         processes_per_session: 1,
         pids: None,
+        state_root: None,
     };
     assert!(headroom.check(2).is_ok());
     let refused = headroom.check(3).unwrap_err();
@@ -122,6 +123,7 @@ fn near_the_bound_the_descriptors_open_now_decide() {
         sessions: 10,
         processes_per_session: 1,
         pids: None,
+        state_root: None,
     };
     assert!(headroom.check(0).is_err());
 }
@@ -219,4 +221,56 @@ fn sandboxes_built_ahead_are_cut_to_an_eighth_of_the_descriptors_and_counted_as_
         ..roomy
     };
     assert_eq!(warm_sandboxes(&pids, &NINE, 4096, 64), 12);
+}
+
+#[test]
+fn a_full_state_root_and_a_spent_cgroup_bound_refuse_with_capacity() {
+    // A 1 MiB tmpfs is below the floor a create needs.
+    let small = tempfile::tempdir().unwrap();
+    let mounted = nix::mount::mount(
+        Some("tmpfs"),
+        small.path(),
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=1m"),
+    );
+    match mounted {
+        Ok(()) => {
+            let verdict = disk_verdict(small.path());
+            let _ = nix::mount::umount(small.path());
+            let refused = verdict.unwrap_err();
+            assert_eq!(refused.category, "capacity");
+            assert!(
+                refused
+                    .message
+                    .starts_with("no disk left in the state root"),
+                "{}",
+                refused.message
+            );
+        }
+        Err(e) => {
+            eprintln!("skipped: the full state root needs a tmpfs of its own (root): {e}");
+            assert_ne!(std::env::var("ENVCRAFT_TEST_REQUIRE").as_deref(), Ok("all"));
+        }
+    }
+    // A cgroup v2 parent as its files say: full at its max.descendants, room below it.
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::write(parent.path().join("cgroup.max.descendants"), "10\n").unwrap();
+    std::fs::write(
+        parent.path().join("cgroup.stat"),
+        "nr_descendants 9\nnr_dying_descendants 0\n",
+    )
+    .unwrap();
+    let refused = cgroups_verdict(parent.path()).unwrap_err();
+    assert!(
+        refused.message.starts_with("no cgroups left"),
+        "{}",
+        refused.message
+    );
+    std::fs::write(parent.path().join("cgroup.stat"), "nr_descendants 8\n").unwrap();
+    assert!(cgroups_verdict(parent.path()).is_ok());
+    std::fs::write(parent.path().join("cgroup.max.descendants"), "max\n").unwrap();
+    assert!(cgroups_verdict(parent.path()).is_ok());
+    let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+    assert_eq!(scarce_in(&enospc), Some(Scarce::Disk));
 }

@@ -413,7 +413,8 @@ async fn serve(
     let state = Arc::new(AppState {
         registry: Registry::new(
             config.max_sessions,
-            capacity::Headroom::new(&plan, &machine, &cost),
+            capacity::Headroom::new(&plan, &machine, &cost)
+                .with_state_root(&session_options.state_root),
         ),
         config,
         session_options,
