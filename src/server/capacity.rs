@@ -383,10 +383,10 @@ pub fn disk_verdict(state_root: &Path) -> Result<(), ApiError> {
     let Ok(st) = nix::sys::statvfs::statvfs(state_root) else {
         return Ok(());
     };
-    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
-    let inodes = st.files_available() as u64;
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
+    let inodes = st.files_available();
     // A filesystem without inode counts (some report 0 files in all) is not bounded by them.
-    let counts_inodes = st.files() as u64 > 0;
+    let counts_inodes = st.files() > 0;
     if free < DISK_FLOOR_BYTES || (counts_inodes && inodes < DISK_FLOOR_INODES) {
         return Err(ApiError::capacity(format!(
             "no disk left in the state root {} for another session ({} MiB and {} inodes free; a session needs {} MiB and {} inodes): close sessions or free space there",
