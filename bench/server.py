@@ -206,8 +206,9 @@ def run_one(binary, n):
     state = tempfile.mkdtemp(prefix="envcraft-bench-server-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     argv = [binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", state,
             "--max-sessions", str(n + 64), "--lock-wait-ms", "60000", "--warm-sandboxes", "8"]
-    # About 9 descriptors a session, and the connections': raised past the hard limit (root).
-    nofile = max(20_000, 12 * n + 8192)
+    # One descriptor an idle session, four while a call runs on it, and the connections':
+    # raised past the hard limit where root may (CAP_SYS_RESOURCE), else the server plans within it.
+    nofile = max(20_000, 4 * n + 8192)
     if shutil.which("prlimit") and subprocess.run(
         ["prlimit", f"--nofile={nofile}:{nofile}", "true"], capture_output=True
     ).returncode == 0:

@@ -73,6 +73,8 @@ pub struct Machine {
     pub processes_left: Option<u64>,
     /// `MemAvailable` of `/proc/meminfo`.
     pub memory_available: Option<u64>,
+    /// `MemTotal` of `/proc/meminfo`.
+    pub memory_total: Option<u64>,
 }
 
 /// Where envcraft makes its runs' cgroups on a cgroup v2 host (see `sandbox::cgroup`).
@@ -167,7 +169,9 @@ pub fn plan(
     let by_processes = machine
         .processes_left
         .map(|left| left / cost.processes.max(1));
-    let by_memory = machine.memory_available.map(|m| m / SESSION_MEMORY_BYTES);
+    let by_memory = machine.memory_available.map(|m| {
+        m.saturating_sub(memory_floor(machine.memory_total.unwrap_or(m))) / SESSION_MEMORY_BYTES
+    });
     let mut sessions = max_sessions;
     let mut bound = "max_sessions";
     for (candidate, name) in [
@@ -280,10 +284,19 @@ fn processes_left() -> Option<u64> {
 }
 
 fn memory_available() -> Option<u64> {
+    meminfo("MemAvailable:")
+}
+
+fn memory_total() -> Option<u64> {
+    meminfo("MemTotal:")
+}
+
+/// A `/proc/meminfo` field, in bytes.
+fn meminfo(field: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = text
         .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -299,6 +312,7 @@ pub fn machine(fd_limit: u64) -> Machine {
         fds_open: open_descriptors(),
         processes_left: processes_left(),
         memory_available: memory_available(),
+        memory_total: memory_total(),
     }
 }
 
@@ -544,7 +558,7 @@ impl Headroom {
             processes_verdict(current, max, self.processes_per_session)?;
         }
         if let Some(available) = memory_available() {
-            memory_verdict(available)?;
+            memory_verdict(available, memory_total().unwrap_or(available))?;
         }
         if let Some(root) = &self.state_root {
             disk_verdict(root)?;
@@ -565,13 +579,23 @@ pub fn processes_verdict(current: u64, max: u64, per_session: u64) -> Result<(),
     Ok(())
 }
 
-/// `capacity` when `available` bytes would not hold two more sessions.
-pub fn memory_verdict(available: u64) -> Result<(), ApiError> {
-    if available < 2 * SESSION_MEMORY_BYTES {
+/// Memory kept free for the machine (the sessions' commands, the page cache, the kernel's
+/// delayed frees) beyond two sessions' estimate: a twentieth of it, at least 512 MiB. What
+/// one more session costs the kernel grows with the sessions already open (each memory cgroup
+/// gets room for every filesystem alive: see docs/http-api.md), so a floor, not the estimate,
+/// is what keeps the machine from running out.
+pub fn memory_floor(total: u64) -> u64 {
+    (total / 20).max(512 << 20) + 2 * SESSION_MEMORY_BYTES
+}
+
+/// `capacity` when `available` bytes of a machine of `total` are below [`memory_floor`].
+pub fn memory_verdict(available: u64, total: u64) -> Result<(), ApiError> {
+    let floor = memory_floor(total);
+    if available < floor {
         return Err(ApiError::capacity(format!(
-            "no memory left for another session ({} KiB available, a session takes about {} KiB): close sessions or add memory",
-            available / 1024,
-            SESSION_MEMORY_BYTES / 1024
+            "no memory left for another session ({} MiB available, {} MiB kept free): close sessions or add memory",
+            available >> 20,
+            floor >> 20
         )));
     }
     Ok(())

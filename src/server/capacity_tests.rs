@@ -7,6 +7,7 @@ fn machine(fd_limit: u64, fds_open: u64) -> Machine {
         fds_open,
         processes_left: None,
         memory_available: None,
+        memory_total: None,
     }
 }
 
@@ -80,9 +81,12 @@ fn a_limit_too_low_for_every_connection_still_holds_sessions() {
 
 #[test]
 fn the_smallest_of_processes_and_memory_bounds_too() {
+    // 8 GiB in all: 512 MiB and two sessions kept free, 200 sessions' worth beyond it.
+    let floor = memory_floor(8 << 30);
     let m = Machine {
         processes_left: Some(300),
-        memory_available: Some(SESSION_MEMORY_BYTES * 200),
+        memory_available: Some(floor + SESSION_MEMORY_BYTES * 200),
+        memory_total: Some(8 << 30),
         ..machine(1 << 20, 100)
     };
     let plan = plan(&m, &NINE, 64, 10_000);
@@ -194,8 +198,16 @@ fn processes_and_memory_near_their_end_refuse_naming_them() {
         "{}",
         refused.message
     );
-    assert!(memory_verdict(1 << 30).is_ok());
-    let refused = memory_verdict(SESSION_MEMORY_BYTES).unwrap_err();
+    // A 24 GiB machine keeps 1.2 GiB free (and two sessions' estimate); an 8 GiB one 512 MiB.
+    let total = 24u64 << 30;
+    assert_eq!(memory_floor(total), total / 20 + 2 * SESSION_MEMORY_BYTES);
+    assert_eq!(
+        memory_floor(8 << 30),
+        (512 << 20) + 2 * SESSION_MEMORY_BYTES
+    );
+    assert!(memory_verdict(2 << 30, total).is_ok());
+    assert!(memory_verdict(1 << 30, total).is_err());
+    let refused = memory_verdict(SESSION_MEMORY_BYTES, total).unwrap_err();
     assert!(
         refused.message.starts_with("no memory left"),
         "{}",
