@@ -13,9 +13,11 @@
 //! - [`registry`]: one OCI distribution registry (through the `oci-client` crate): auth,
 //!   manifests and blobs, each checked against its digest, blobs resumable;
 //! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
+//! - [`build`]: `image build`: a Dockerfile built by Podman or Buildah, its result imported;
 //! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
 
 mod blob;
+pub mod build;
 pub mod credentials;
 pub mod import;
 pub mod layer;
@@ -26,6 +28,7 @@ pub mod registry;
 pub mod store;
 pub mod unpack;
 
+pub use build::{BuildError, BuildOptions, Builder, Built, Isolation, build};
 pub use credentials::{Credentials, CredentialsError};
 pub use import::{ImportError, Imported, import, import_rootfs};
 pub use layer::{LayerError, Limits};
