@@ -75,6 +75,8 @@ pub enum Error {
     ImagePull(Box<crate::image::PullError>),
     #[error(transparent)]
     ImageBuild(Box<crate::image::BuildError>),
+    #[error("{}", crate::error::chain(.0.as_ref()))]
+    Provide(Box<crate::import::harbor::ProvideError>),
     #[error(transparent)]
     ImageCredentials(#[from] crate::image::CredentialsError),
     #[error(transparent)]

@@ -14,6 +14,7 @@
 //!   manifests and blobs, each checked against its digest, blobs resumable;
 //! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
 //! - [`build`]: `image build`: a Dockerfile built by Podman or Buildah, its result imported;
+//! - [`tree`]: the files an image's stacked layers have below a directory;
 //! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
 
 mod blob;
@@ -26,6 +27,7 @@ pub mod oci;
 pub mod pull;
 pub mod registry;
 pub mod store;
+pub mod tree;
 pub mod unpack;
 
 pub use build::{BuildError, BuildOptions, Builder, Built, Isolation, build};
