@@ -136,3 +136,69 @@ fn walk(
     // Hidden from the layers below only: this layer's own entries were walked above.
     hidden.extend(opaque_here);
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::image::oci::{Digest, RunConfig};
+
+    fn record(layers: Vec<Digest>) -> ImageRecord {
+        ImageRecord {
+            name: "t".into(),
+            id: Digest::of(b"t"),
+            manifest: None,
+            layers,
+            config: RunConfig::default(),
+            platform: "linux/amd64".into(),
+            source: "test".into(),
+            bytes: 0,
+        }
+    }
+
+    #[test]
+    fn upper_layers_win_and_whiteouts_and_opaque_directories_hide_the_lower() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::open(state.path()).unwrap();
+        let (low, high) = (Digest::of(b"low"), Digest::of(b"high"));
+        let put = |layer: &Digest, rel: &str, text: &str| {
+            let path = store.layer_root(layer).join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        put(&low, "app/kept.txt", "low");
+        put(&low, "app/replaced.txt", "low");
+        put(&low, "app/removed.txt", "low");
+        put(&low, "app/old/inside.txt", "low");
+        put(&low, "etc/outside.txt", "low");
+        put(&high, "app/replaced.txt", "high");
+        put(&high, "app/old/new.txt", "high");
+        let whiteout = store.layer_root(&high).join("app/removed.txt");
+        nix::sys::stat::mknod(
+            &whiteout,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+            0,
+        )
+        .unwrap();
+        let opaque = fs::File::open(store.layer_root(&high).join("app/old")).unwrap();
+        crate::sys::fsetxattr(opaque.as_raw_fd(), c"user.overlay.opaque", b"y").unwrap();
+
+        let tree = store.files_under(&record(vec![low.clone(), high.clone()]), "/app");
+        let got: Vec<(String, PathBuf)> = tree
+            .files
+            .iter()
+            .map(|(rel, f)| (rel.display().to_string(), f.layer_root.clone()))
+            .collect();
+        let (lo, hi) = (store.layer_root(&low), store.layer_root(&high));
+        assert_eq!(
+            got,
+            [
+                ("kept.txt".to_string(), lo),
+                ("old/new.txt".to_string(), hi.clone()),
+                ("replaced.txt".to_string(), hi),
+            ]
+        );
+        assert!(tree.left_out.is_empty(), "{:?}", tree.left_out);
+    }
+}
