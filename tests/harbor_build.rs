@@ -301,7 +301,7 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
     }
     let world = World::new();
     let task = write_task(
-        &world.path().join("built"),
+        &world.path().join("ds/built"),
         "",
         &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
     );
@@ -340,6 +340,25 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
         err.contains("is unchanged since it was built"),
         "built again: {err}"
     );
+
+    // `audit` and `suite` of the dataset use the same image.
+    let ds = world.path().join("ds");
+    let (code, out, err) = world.envcraft(&["audit", t, "--json"], None);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The reference over the built image (the toy task's other audit checks are not the point).
+    let reference = &report["tasks"][0]["checks"][1];
+    assert_eq!(reference["name"], "reference", "{report}");
+    assert_eq!(reference["detail"], "reward 1.0", "{report}\n{err}");
+    let (code, out, err) = world.envcraft(&["suite", ds.to_str().unwrap(), "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["totals"]["mean_reward"].as_f64(),
+        Some(1.0),
+        "{report}\n{err}"
+    );
+    assert!(!err.contains("built by podman into"), "built again: {err}");
 
     // A changed environment/ is built again, under another name.
     fs::write(task.join("environment/seed.txt"), "seed two\n").unwrap();
