@@ -105,6 +105,8 @@ pub fn provide(
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_default();
+    // Two first uses at once (a suite's children, two runs) bring the image in once.
+    let _first_use = store.name_lock(&image)?;
     let held = store.record(&image);
     let mut said = Vec::new();
     match provision {
