@@ -7,6 +7,7 @@
 //! under its `chroot` isolation, which needs no OCI runtime. A failed build leaves nothing in
 //! the store and reports the end of the builder's output.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -179,41 +180,20 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
             .unwrap_or_default()
     );
     let mut build = Command::new(&program);
-    build.arg(match builder {
-        Builder::Podman => "build",
-        Builder::Buildah => "bud",
-    });
-    match isolation {
-        Isolation::Oci => {
-            build.arg("--isolation=oci");
-            if let Some(runc) = &runc {
-                build.arg("--runtime").arg(runc);
-            }
-        }
-        Isolation::Chroot => {
-            build.arg("--isolation=chroot");
-        }
-    }
-    build
-        .args(["--layers=false", "-t", &tag, "-f"])
-        .arg(&dockerfile)
-        .arg(context);
+    build.args(build_args(
+        builder,
+        isolation,
+        runc.as_deref(),
+        &tag,
+        &dockerfile,
+        context,
+    ));
     let log = scratch.path().join("builder.log");
     let built = run(&mut build, &log, builder.program(), "build the image");
     let archive = scratch.path().join("image.tar");
     let saved = built.and_then(|()| {
         let mut save = Command::new(&program);
-        match builder {
-            Builder::Podman => {
-                save.args(["save", "--format", "oci-archive", "-o"])
-                    .arg(&archive)
-                    .arg(&tag);
-            }
-            Builder::Buildah => {
-                save.args(["push", &tag])
-                    .arg(format!("oci-archive:{}", archive.display()));
-            }
-        }
+        save.args(save_args(builder, &tag, &archive));
         run(&mut save, &log, builder.program(), "write the image out")
     });
     // The builder's own copy goes, built or not (a failed build may have tagged nothing).
@@ -242,6 +222,56 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
         builder,
         isolation,
     })
+}
+
+/// The builder's arguments that build `dockerfile` in `context` as `tag`: no intermediate
+/// images (`--layers=false`), the steps isolated as `isolation` says (with `runc` by path).
+fn build_args(
+    builder: Builder,
+    isolation: Isolation,
+    runc: Option<&Path>,
+    tag: &str,
+    dockerfile: &Path,
+    context: &Path,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![match builder {
+        Builder::Podman => "build".into(),
+        Builder::Buildah => "bud".into(),
+    }];
+    match (isolation, runc) {
+        (Isolation::Oci, Some(runc)) => {
+            args.extend(["--isolation=oci".into(), "--runtime".into(), runc.into()]);
+        }
+        (Isolation::Oci, None) => args.push("--isolation=oci".into()),
+        (Isolation::Chroot, _) => args.push("--isolation=chroot".into()),
+    }
+    args.extend([
+        "--layers=false".into(),
+        "-t".into(),
+        tag.into(),
+        "-f".into(),
+    ]);
+    args.extend([dockerfile.into(), context.into()]);
+    args
+}
+
+/// The builder's arguments that write the image `tag` to `archive` as an OCI archive.
+fn save_args(builder: Builder, tag: &str, archive: &Path) -> Vec<OsString> {
+    match builder {
+        Builder::Podman => vec![
+            "save".into(),
+            "--format".into(),
+            "oci-archive".into(),
+            "-o".into(),
+            archive.into(),
+            tag.into(),
+        ],
+        Builder::Buildah => vec![
+            "push".into(),
+            tag.into(),
+            format!("oci-archive:{}", archive.display()).into(),
+        ],
+    }
 }
 
 /// Run `command` with its output (both streams) appended to `log`; a failure quotes the end
@@ -302,6 +332,59 @@ fn tail(path: &Path) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    fn words(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_builders_are_given_the_isolation_and_an_oci_archive_to_write() {
+        let (df, ctx) = (Path::new("/c/Dockerfile"), Path::new("/c"));
+        let runc = Path::new("/usr/sbin/runc");
+        assert_eq!(
+            words(build_args(
+                Builder::Podman,
+                Isolation::Oci,
+                Some(runc),
+                "t",
+                df,
+                ctx
+            )),
+            [
+                "build",
+                "--isolation=oci",
+                "--runtime",
+                "/usr/sbin/runc",
+                "--layers=false",
+                "-t",
+                "t",
+                "-f",
+                "/c/Dockerfile",
+                "/c"
+            ]
+        );
+        assert_eq!(
+            words(build_args(
+                Builder::Buildah,
+                Isolation::Chroot,
+                Some(runc),
+                "t",
+                df,
+                ctx
+            ))[..2],
+            ["bud", "--isolation=chroot"]
+        );
+        assert_eq!(
+            words(save_args(Builder::Podman, "t", Path::new("/s/i.tar"))),
+            ["save", "--format", "oci-archive", "-o", "/s/i.tar", "t"]
+        );
+        assert_eq!(
+            words(save_args(Builder::Buildah, "t", Path::new("/s/i.tar"))),
+            ["push", "t", "oci-archive:/s/i.tar"]
+        );
+    }
 
     #[test]
     fn the_tail_starts_at_a_line() {
