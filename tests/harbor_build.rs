@@ -341,6 +341,15 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
         "built again: {err}"
     );
 
+    // `import harbor` names the built image and writes the image's working directory.
+    let dest = world.path().join("imported");
+    let (code, out, err) = world.envcraft(&["import", "harbor", t, dest.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let env = fs::read_to_string(dest.join("harbor-built/env.toml")).unwrap();
+    assert!(env.contains("image = \"harbor-built:"), "{env}");
+    let seed = fs::read_to_string(dest.join("harbor-built/files/seed.txt")).unwrap();
+    assert_eq!(seed, "seed\n");
+
     // `audit` and `suite` of the dataset use the same image.
     let ds = world.path().join("ds");
     let (code, out, err) = world.envcraft(&["audit", t, "--json"], None);

@@ -77,8 +77,8 @@ pub fn run(args: ImportArgs) -> Result<i32, Error> {
 }
 
 /// Bring each imported Harbor task's image into the store (pulled or built, see
-/// [`crate::import::harbor::provide`]); a task whose image cannot be brought in is removed
-/// from DEST and listed as skipped, with why.
+/// [`crate::import::harbor::provide`], said in its notes); a task whose image cannot be
+/// brought in is removed from DEST and listed as skipped, with why.
 fn provide_images(outcome: &mut import::ImportOutcome, args: &ImportArgs) -> Result<(), Error> {
     if !outcome.imported.iter().any(|t| t.provision.is_some()) {
         return Ok(());
@@ -90,13 +90,15 @@ fn provide_images(outcome: &mut import::ImportOutcome, args: &ImportArgs) -> Res
             kept.push(task);
             continue;
         }
-        match super::task_args::check_image(&mut task, &state_root) {
-            Ok(()) => kept.push(task),
+        match crate::import::harbor::provide(&mut task, &state_root) {
+            Ok(_) => kept.push(task),
             Err(e) => {
                 if let Some(env_dir) = task.task_dir.parent().and_then(std::path::Path::parent) {
                     let _ = std::fs::remove_dir_all(env_dir);
                 }
-                outcome.skipped.push((task.task.clone(), e.to_string()));
+                outcome
+                    .skipped
+                    .push((task.task.clone(), crate::error::chain(&e)));
             }
         }
     }
