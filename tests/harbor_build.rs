@@ -384,6 +384,20 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
     );
     assert!(!world.podman_images().contains("envcraft-build"));
 
+    // No RUN, but a COPY outside the working directory: built too.
+    fs::write(task.join("environment/seed.txt"), "seed\n").unwrap();
+    fs::write(task.join("environment/x.txt"), "built\n").unwrap();
+    fs::write(
+        task.join("environment/Dockerfile"),
+        "FROM localhost/envcraft-test-busybox:1\nWORKDIR /app\nCOPY seed.txt ./\nCOPY x.txt /opt/x\n",
+    )
+    .unwrap();
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(err.contains("outside the working directory /app"), "{err}");
+    assert!(err.contains("built by podman into the image"), "{err}");
+
     // A failing RUN step: the builder's words, before anything starts.
     fs::write(
         task.join("environment/Dockerfile"),
