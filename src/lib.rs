@@ -12,8 +12,9 @@
 //!   layer, the copy used where overlayfs is refused, keeping changes for inspection; the one
 //!   way to walk and copy a tree the agent made (`workspace::tree`).
 //! - [`image`]: OCI images as a task's root filesystem: the content-addressed layer store
-//!   under the state root, imports of OCI layouts and docker-archives, and the unpacking of
-//!   untrusted layers in a sandbox of its own.
+//!   under the state root, imports of OCI layouts and docker-archives, pulls, builds handed to
+//!   an installed Podman or Buildah, and the unpacking of untrusted layers in a sandbox of its
+//!   own.
 //! - [`session`]: one live run of one task: its sandbox, clock, tool calls and transcript, and its
 //!   files in and out as tar streams (`session::transfer`).
 //! - [`tools`]: the built-in tools an agent calls (`read`, `write`, `edit`, `apply_patch`,
@@ -29,8 +30,9 @@
 //!   binary's C entry point).
 //! - [`clock_shim`]: the frozen clock: a preloaded C shim (`shim/clock.c`, built by `build.rs`)
 //!   that makes the wall clock read the session's time, and the variables that turn it on.
-//! - [`import`]: importers of other projects' Claw tasks (ClawGym, PinchBench) into
-//!   environments, prompts kept byte for byte, graders run unchanged, deterministic output.
+//! - [`import`]: importers of other projects' tasks (ClawGym, PinchBench, Harbor) into
+//!   environments, prompts kept byte for byte, graders run unchanged, deterministic output; a
+//!   Harbor task's image pulled or built into the store before it runs.
 //! - [`export`]: envcraft environments as Harbor tasks (`envcraft export harbor`): a
 //!   Dockerfile over the image, the files, a self-contained checker, `solve.sh` from the
 //!   reference solution; what has no Harbor equivalent refused per task.
@@ -60,7 +62,7 @@
 //! cli, fuzz_targets
 //! server
 //! mcp, synth
-//! agent, audit, import, export, view   (import: spec and sys only; export: spec and
+//! agent, audit, import, export, view   (import: spec, sys and image; export: spec and
 //!                                       verify; view: workspace only)
 //! session
 //! tools, verify

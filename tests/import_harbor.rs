@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use import_support::{contained, envcraft};
+use import_support::{contained, envcraft, envcraft_without_builders};
 
 const TASK_TOML: &str = "schema_version = \"1.4\"\n\n[verifier]\ntimeout_sec = 60.0\n\n\
 [verifier.env]\nEXPECTED = \"hello world\"\n\n[agent]\ntimeout_sec = 60.0\n\n\
@@ -230,13 +230,14 @@ fn an_import_is_deterministic_and_keeps_the_instruction_byte_for_byte() {
     assert!(policy.contains("memory = \"1024MiB\""), "{policy}");
 }
 
-/// `envcraft import harbor` and `envcraft run` of `task`: both refuse it, and say `words`.
+/// `envcraft import harbor` and `envcraft run` of `task`, with no image builder on PATH: both
+/// refuse it, and say `words`.
 fn refused(task: &Path, words: &[&str]) {
     let dest = task.parent().unwrap().join(format!(
         "out-{}",
         task.file_name().unwrap().to_string_lossy()
     ));
-    let (code, out, _) = envcraft(&[
+    let (code, out, _) = envcraft_without_builders(&[
         "import",
         "harbor",
         task.to_str().unwrap(),
@@ -251,7 +252,8 @@ fn refused(task: &Path, words: &[&str]) {
         !dest.join("harbor-hello").exists(),
         "a refused task was written"
     );
-    let (code, out, err) = envcraft(&["run", task.to_str().unwrap(), "--base", "host"]);
+    let (code, out, err) =
+        envcraft_without_builders(&["run", task.to_str().unwrap(), "--base", "host"]);
     assert_eq!(code, 125, "{out}\n{err}");
     for w in words {
         assert!(err.contains(w), "run: {w:?} not in: {err}");

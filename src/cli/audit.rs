@@ -152,7 +152,7 @@ pub fn tasks_of(
         Some(format) if found.is_empty() => format,
         _ => return Ok((None, found)),
     };
-    let (temp, outcome) = import::import_all_to_temp(format, path, &base.import_options())?;
+    let (temp, mut outcome) = import::import_all_to_temp(format, path, &base.import_options())?;
     for (id, why) in &outcome.skipped {
         eprintln!("skipped {} task {id}: {why}", format.name());
     }
@@ -163,7 +163,7 @@ pub fn tasks_of(
         )?),
         false => None,
     };
-    for imported in &outcome.imported {
+    for imported in &mut outcome.imported {
         if format == Format::Harbor {
             super::task_args::say_notes(imported);
         }

@@ -74,6 +74,10 @@ pub enum Error {
     #[error(transparent)]
     ImagePull(Box<crate::image::PullError>),
     #[error(transparent)]
+    ImageBuild(Box<crate::image::BuildError>),
+    #[error("{}", crate::error::chain(.0.as_ref()))]
+    Provide(Box<crate::import::harbor::ProvideError>),
+    #[error(transparent)]
     ImageCredentials(#[from] crate::image::CredentialsError),
     #[error(transparent)]
     StateRoot(#[from] crate::workspace::state_root::StateRootError),
@@ -107,6 +111,12 @@ impl From<crate::spec::TaskError> for Error {
 impl From<crate::image::PullError> for Error {
     fn from(e: crate::image::PullError) -> Self {
         Error::ImagePull(Box::new(e))
+    }
+}
+
+impl From<crate::image::BuildError> for Error {
+    fn from(e: crate::image::BuildError) -> Self {
+        Error::ImageBuild(Box::new(e))
     }
 }
 

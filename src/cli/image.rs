@@ -1,4 +1,4 @@
-//! `envcraft image import|pull|ls|inspect|rm|gc`: the image store under the state root.
+//! `envcraft image import|pull|build|ls|inspect|rm|gc`: the image store under the state root.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +15,8 @@ pub enum ImageCommand {
     Import(ImportArgs),
     /// Pull an image from an OCI distribution registry (Docker Hub, GHCR, a local one).
     Pull(PullArgs),
+    /// Build a Dockerfile with an installed builder (Podman or Buildah) into the store.
+    Build(BuildArgs),
     /// List the images in the store.
     Ls(LsArgs),
     /// Print an image's record (id, layers, config) as JSON.
@@ -69,6 +71,30 @@ pub struct PullArgs {
     /// Give up on a registry that does not answer for this long.
     #[arg(long, value_name = "SECS", default_value_t = crate::image::pull::DEFAULT_TIMEOUT.as_secs())]
     pub timeout: u64,
+    /// Refuse a layer that expands to more than this many bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_layer_bytes: Option<u64>,
+    #[command(flatten)]
+    pub state_dir: StateDir,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The build context: the directory the Dockerfile's COPY steps read from.
+    pub context: PathBuf,
+    /// The Dockerfile (default: CONTEXT/Dockerfile).
+    #[arg(long, short = 'f', value_name = "DOCKERFILE")]
+    pub file: Option<PathBuf>,
+    /// The name to give the image (default: the context directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The builder that runs the steps (default: podman, else buildah, whichever is on PATH).
+    #[arg(long, value_enum)]
+    pub builder: Option<crate::image::Builder>,
+    /// How the builder isolates the steps (default: oci with runc when runc is installed,
+    /// else chroot).
+    #[arg(long, value_enum)]
+    pub isolation: Option<crate::image::Isolation>,
     /// Refuse a layer that expands to more than this many bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_layer_bytes: Option<u64>,
@@ -133,6 +159,7 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
             ))?;
         }
         ImageCommand::Pull(args) => pull(args)?,
+        ImageCommand::Build(args) => build(args)?,
         ImageCommand::Ls(args) => {
             let images = store(&args.state_dir)?.list()?;
             if args.json {
@@ -221,5 +248,36 @@ fn pull(args: PullArgs) -> Result<(), Error> {
         pulled.downloaded + pulled.resumed,
         resumed,
         pulled.pinned
+    ))
+}
+
+fn build(args: BuildArgs) -> Result<(), Error> {
+    let store = store(&args.state_dir)?;
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => std::path::absolute(&args.context)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
+            .unwrap_or_default(),
+    };
+    let mut options = crate::image::BuildOptions {
+        dockerfile: args.file.clone(),
+        name,
+        builder: args.builder,
+        isolation: args.isolation,
+        limits: Limits::default(),
+    };
+    if let Some(max) = args.max_layer_bytes {
+        options.limits.max_bytes = max;
+    }
+    let built = crate::image::build(&store, &args.context, &options)?;
+    let r = &built.record;
+    print(&format!(
+        "built {} ({}, {} layers, {} bytes) with {}\n",
+        r.name,
+        r.id,
+        r.layers.len(),
+        r.bytes,
+        built.builder.program()
     ))
 }

@@ -28,6 +28,9 @@ pub struct ImportArgs {
     pub skip_unmet_needs: bool,
     #[command(flatten)]
     pub base: super::task_args::BaseArg,
+    /// Where a Harbor task's image is pulled or built into (its image store).
+    #[command(flatten)]
+    pub state_dir: super::task_args::StateDir,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -49,7 +52,8 @@ pub fn run(args: ImportArgs) -> Result<i32, Error> {
         skip_unmet_needs: args.skip_unmet_needs,
         ..args.base.import_options()
     };
-    let outcome = import::import(format, &args.src, &args.dest, &options)?;
+    let mut outcome = import::import(format, &args.src, &args.dest, &options)?;
+    provide_images(&mut outcome, &args)?;
     let mut out = std::io::stdout().lock();
     for task in &outcome.imported {
         writeln!(out, "imported {}", task.task_dir.display()).map_err(Error::Output)?;
@@ -70,4 +74,34 @@ pub fn run(args: ImportArgs) -> Result<i32, Error> {
     )
     .map_err(Error::Output)?;
     Ok(if outcome.skipped.is_empty() { 0 } else { 1 })
+}
+
+/// Bring each imported Harbor task's image into the store (pulled or built, see
+/// [`crate::import::harbor::provide`], said in its notes); a task whose image cannot be
+/// brought in is removed from DEST and listed as skipped, with why.
+fn provide_images(outcome: &mut import::ImportOutcome, args: &ImportArgs) -> Result<(), Error> {
+    if !outcome.imported.iter().any(|t| t.provision.is_some()) {
+        return Ok(());
+    }
+    let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
+    let mut kept = Vec::new();
+    for mut task in std::mem::take(&mut outcome.imported) {
+        if task.provision.is_none() {
+            kept.push(task);
+            continue;
+        }
+        match crate::import::harbor::provide(&mut task, &state_root) {
+            Ok(_) => kept.push(task),
+            Err(e) => {
+                if let Some(env_dir) = task.task_dir.parent().and_then(std::path::Path::parent) {
+                    let _ = std::fs::remove_dir_all(env_dir);
+                }
+                outcome
+                    .skipped
+                    .push((task.task.clone(), crate::error::chain(&e)));
+            }
+        }
+    }
+    outcome.imported = kept;
+    Ok(())
 }

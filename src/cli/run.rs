@@ -73,7 +73,7 @@ pub fn run(args: RunArgs) -> Result<i32, Error> {
         return run_agent(args);
     }
     let start = Instant::now();
-    let task = args.task.load()?;
+    let mut task = args.task.load()?;
     let actions_path = match (&args.actions, &task.solution) {
         (Some(p), _) => p.clone(),
         (None, Some(p)) => p.clone(),
@@ -132,7 +132,7 @@ fn run_agent(args: RunArgs) -> Result<i32, Error> {
         args.agent.model.model.clone(),
         args.agent.model.turn_timeout,
     )?;
-    let task = args.task.load()?;
+    let mut task = args.task.load()?;
     let options = agent.session_options(&task, args.session_options()?)?;
     task.check_image(&options.state_root)?;
     let creating = Instant::now();

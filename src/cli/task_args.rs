@@ -61,13 +61,24 @@ impl BaseArg {
     }
 }
 
-/// Refuse, before anything starts, an imported task whose image the store neither holds nor
-/// can pull (a Harbor task's `FROM` without `--base host`).
-pub fn check_image(imported: &crate::import::ImportedTask, state_root: &Path) -> Result<(), Error> {
-    let Some(image) = &imported.image else {
+/// Bring an imported task's image into the store when it lacks it and the task says how (a
+/// Harbor task's `docker_image` pulled, its Dockerfile built; said on stderr), then refuse,
+/// before anything starts, a task whose image the store neither holds nor can pull (a Harbor
+/// task's `FROM` without `--base host`).
+pub fn check_image(
+    imported: &mut crate::import::ImportedTask,
+    state_root: &Path,
+) -> Result<(), Error> {
+    let Some(image) = imported.image.clone() else {
         return Ok(());
     };
-    let found = crate::image::Store::open(state_root).and_then(|store| store.image(image));
+    let said = crate::import::harbor::provide(imported, state_root)
+        .map_err(|e| Error::Provide(Box::new(e)))?;
+    for line in said {
+        eprintln!("envcraft: {}: {line}", imported.env);
+    }
+    let image = imported.image.clone().unwrap_or(image);
+    let found = crate::image::Store::open(state_root).and_then(|store| store.image(&image));
     found.map(|_| ()).map_err(|e| Error::NoBaseImage {
         task: imported.task.clone(),
         image: image.clone(),
@@ -143,12 +154,19 @@ pub struct OpenedTask {
 }
 
 impl OpenedTask {
-    /// Refuse a task whose image the store neither holds nor can pull (see [`check_image`]).
-    pub fn check_image(&self, state_root: &Path) -> Result<(), Error> {
-        match &self.imported {
-            Some((_, imported)) => check_image(imported, state_root),
-            None => Ok(()),
+    /// Bring the task's image into the store, or refuse a task whose image the store neither
+    /// holds nor can pull (see [`check_image`]); the task is read again when its environment
+    /// changed (a pinned image, a built image's files).
+    pub fn check_image(&mut self, state_root: &Path) -> Result<(), Error> {
+        let Some((_, imported)) = &mut self.imported else {
+            return Ok(());
+        };
+        let provides = imported.provision.is_some();
+        check_image(imported, state_root)?;
+        if provides {
+            self.spec = TaskSpec::load(&imported.task_dir)?;
         }
+        Ok(())
     }
 }
 

@@ -4,7 +4,7 @@
 //! alone is refused: what it names can change, and a task's root must not.
 
 use super::credentials;
-use super::pull::{PullError, PullOptions, pull};
+use super::pull::{PullError, PullOptions, Pulled, pull};
 use super::registry::parse_reference;
 use super::store::{ImageRecord, Store, StoreError};
 
@@ -42,19 +42,22 @@ impl Store {
             Err(StoreError::NoImage { .. }) => {}
             found => return found,
         }
+        self.pull_by_reference(name).map(|p| p.record)
+    }
+
+    /// Pull `reference` (a tag or a digest) into the store under that name, with the
+    /// credentials of the usual auth files.
+    pub fn pull_by_reference(&self, reference: &str) -> Result<Pulled, StoreError> {
         let failed = |e: PullError| StoreError::Pull {
-            name: name.to_string(),
+            name: reference.to_string(),
             source: Box::new(e),
         };
-        let reference = parse_reference(name).map_err(|e| failed(e.into()))?;
+        let parsed = parse_reference(reference).map_err(|e| failed(e.into()))?;
         let files = credentials::auth_files(None);
-        let creds =
-            credentials::lookup(&files, false, reference.registry(), reference.repository())
-                .map_err(|e| failed(e.into()))?;
-        tracing::info!(image = name, "pulling the image on first use");
-        pull(self, name, &PullOptions::new(creds))
-            .map(|p| p.record)
-            .map_err(failed)
+        let creds = credentials::lookup(&files, false, parsed.registry(), parsed.repository())
+            .map_err(|e| failed(e.into()))?;
+        tracing::info!(image = reference, "pulling the image on first use");
+        pull(self, reference, &PullOptions::new(creds)).map_err(failed)
     }
 }
 

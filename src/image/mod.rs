@@ -13,9 +13,12 @@
 //! - [`registry`]: one OCI distribution registry (through the `oci-client` crate): auth,
 //!   manifests and blobs, each checked against its digest, blobs resumable;
 //! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
+//! - [`build`]: `image build`: a Dockerfile built by Podman or Buildah, its result imported;
+//! - [`tree`]: the files an image's stacked layers have below a directory;
 //! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
 
 mod blob;
+pub mod build;
 pub mod credentials;
 pub mod import;
 pub mod layer;
@@ -24,8 +27,10 @@ pub mod oci;
 pub mod pull;
 pub mod registry;
 pub mod store;
+pub mod tree;
 pub mod unpack;
 
+pub use build::{BuildError, BuildOptions, Builder, Built, Isolation, build};
 pub use credentials::{Credentials, CredentialsError};
 pub use import::{ImportError, Imported, import, import_rootfs};
 pub use layer::{LayerError, Limits};

@@ -189,6 +189,14 @@ impl Store {
         Ok((dir.join(digest.hex()), held))
     }
 
+    /// A new directory for a build's archive and log, beside the layers (the same file
+    /// system, not the memory-backed temporary directory), removed when dropped.
+    pub fn scratch_dir(&self) -> io::Result<tempfile::TempDir> {
+        let dir = self.dir.join("builds");
+        mkdir(&dir).map_err(|e| io::Error::other(crate::error::chain(&e)))?;
+        tempfile::Builder::new().prefix(".build-").tempdir_in(dir)
+    }
+
     /// The lock held while the image `name` is pulled on first use, so that two first uses
     /// pull it once.
     pub fn name_lock(&self, name: &str) -> Result<StoreLock, StoreError> {

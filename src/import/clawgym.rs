@@ -290,6 +290,7 @@ fn plan_task_at(root: &SourceRoot, dir: &Path, task: &str) -> Result<EnvPlan, Im
         unmet_needs: needs,
         notes,
         image: None,
+        provision: None,
     })
 }
 

@@ -48,6 +48,14 @@ pub struct DockerfileError {
     pub problem: String,
 }
 
+impl DockerfileError {
+    /// Whether an image builder could run the step (a `RUN`, a second stage, a wildcard, ...),
+    /// as opposed to a Dockerfile that does not read as one.
+    pub fn needs_builder(&self) -> bool {
+        self.problem.contains("needs a builder") || self.problem.contains("wildcards")
+    }
+}
+
 const NEEDS_BUILDER: &str = "needs a builder: envcraft runs a Dockerfile of FROM, WORKDIR, COPY, ENV and ARG steps only (build the image elsewhere and `envcraft image import` it, then name it in task.toml's docker_image)";
 
 /// Instructions that describe the container and change no file: said, not acted on.
@@ -220,6 +228,30 @@ pub fn parse(text: &str) -> Result<Dockerfile, DockerfileError> {
     }
     out.workdir = has_workdir.then_some(workdir);
     Ok(out)
+}
+
+/// The working directory of the last stage of a Dockerfile that needs a builder: its last
+/// `WORKDIR` after the last `FROM`, made absolute; `None` when it has none, or when it names
+/// a variable (only the builder knows its value).
+pub fn last_workdir(text: &str) -> Option<String> {
+    let mut workdir: Option<String> = None;
+    for (_, logical) in logical_lines(text).ok()? {
+        let (word, rest) = logical
+            .split_once(char::is_whitespace)
+            .unwrap_or((logical.as_str(), ""));
+        match word.to_ascii_uppercase().as_str() {
+            "FROM" => workdir = None,
+            "WORKDIR" => {
+                let dir = rest.trim();
+                if dir.contains('$') {
+                    return None;
+                }
+                workdir = Some(join_abs(workdir.as_deref().unwrap_or("/"), dir));
+            }
+            _ => {}
+        }
+    }
+    workdir
 }
 
 /// A variable's value: `ENV`'s, else `ARG`'s.
@@ -465,6 +497,17 @@ mod tests {
         }
         let err = parse("FROM a\nRUN x\n").unwrap_err();
         assert!(err.to_string().contains("needs a builder"), "{err}");
+    }
+
+    #[test]
+    fn the_last_stage_gives_the_working_directory() {
+        let text =
+            "FROM a AS b\nWORKDIR /build\nRUN make\nFROM c\nWORKDIR /app\nWORKDIR src\nRUN x\n";
+        assert_eq!(last_workdir(text).as_deref(), Some("/app/src"));
+        assert_eq!(last_workdir("FROM a\nWORKDIR /x\nFROM b\n"), None);
+        assert_eq!(last_workdir("FROM a\nWORKDIR $HOME\n"), None);
+        assert!(parse("FROM a\nRUN x\n").unwrap_err().needs_builder());
+        assert!(!parse("FROM a\nFLY x\n").unwrap_err().needs_builder());
     }
 
     #[test]

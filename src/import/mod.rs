@@ -158,6 +158,8 @@ pub struct EnvPlan {
     pub notes: Vec<String>,
     /// The image `env.toml` names (a Harbor task's `FROM`), which the store must hold.
     pub image: Option<String>,
+    /// How that image is brought into the store when it lacks it (a Harbor task's).
+    pub provision: Option<harbor::Provision>,
 }
 
 /// One task the importer looked at: planned, or refused with a reason.
@@ -181,6 +183,9 @@ pub struct ImportedTask {
     pub notes: Vec<String>,
     /// The image the environment runs over, when it names one.
     pub image: Option<String>,
+    /// How that image is brought into the store when it lacks it (see
+    /// [`harbor::provide`]).
+    pub provision: Option<harbor::Provision>,
 }
 
 /// Import every task of `format` under `src` into `dest` (created when missing), one
@@ -236,6 +241,7 @@ pub fn import(
             task: plan.task,
             notes: plan.notes,
             image: plan.image,
+            provision: plan.provision,
         });
     }
     Ok(outcome)
@@ -345,6 +351,7 @@ pub fn import_one_to_temp(
             task_dir,
             notes: plan.notes,
             image: plan.image,
+            provision: plan.provision,
         },
     ))
 }

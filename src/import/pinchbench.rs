@@ -520,6 +520,7 @@ fn plan_task_at(tree: &SourceRoot, rel: &Path, task: &str) -> Result<EnvPlan, Im
         unmet_needs: needs,
         notes: all_notes,
         image: None,
+        provision: None,
     })
 }
 

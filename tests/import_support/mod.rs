@@ -42,6 +42,23 @@ pub fn envcraft(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `envcraft ARGS...` run directly with an empty PATH: no image builder (Podman, Buildah) to
+/// hand a Dockerfile to.
+pub fn envcraft_without_builders(args: &[&str]) -> (i32, String, String) {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(common::envcraft())
+        .args(args)
+        .current_dir(root())
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `bash contained envcraft ARGS...`, with its own state directory.
 pub fn contained(args: &[&str]) -> (i32, String, String) {
     let state = tempfile::tempdir().unwrap();

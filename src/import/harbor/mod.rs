@@ -31,7 +31,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 mod config;
+mod provide;
 mod written;
+
+pub use provide::{ProvideError, Provision, provide};
 
 use config::{Config, config};
 use written::{check_policy, docs_md, env_toml, policy_toml, source_json, task_toml};
@@ -216,6 +219,8 @@ fn plan_task_at(
     let mut notes = std::mem::take(&mut c.notes);
     let mut env_vars = Vec::new();
     let mut copies = Vec::new();
+    let mut provision = None;
+    let can_build = base == Base::Image && crate::image::build::builder_installed();
     let (image, dockerfile_workdir) = match (&c.docker_image, has_dockerfile) {
         (Some(image), _) => {
             if has_dockerfile {
@@ -223,34 +228,62 @@ fn plan_task_at(
                     "environment/Dockerfile is not read: task.toml's docker_image `{image}` is the image"
                 ));
             }
+            if base == Base::Image {
+                provision = Some(Provision::Pull {
+                    reference: image.clone(),
+                });
+            }
             (image.clone(), None)
         }
         (None, true) => {
             let path = root.display(&dockerfile_rel);
             let text = text_of(&dockerfile_rel, "environment/Dockerfile")?;
-            let parsed = dockerfile::parse(&text).map_err(|e| ImportError::Format {
-                path: path.clone(),
-                line: Some(e.line),
-                problem: format!("`{}` {}", e.step, e.problem),
-                expected: "a Dockerfile envcraft runs without a builder".into(),
-            })?;
-            notes.extend(
-                parsed
-                    .notes
-                    .iter()
-                    .map(|n| format!("environment/Dockerfile, {n}")),
-            );
-            let Some(from) = parsed.from.clone() else {
-                return Err(ImportError::Format {
-                    path,
-                    line: None,
-                    problem: "has no FROM".into(),
-                    expected: "a Dockerfile starting FROM an image".into(),
-                });
-            };
-            env_vars = parsed.env.clone();
-            copies = parsed.copies.clone();
-            (from, parsed.workdir)
+            match dockerfile::parse(&text) {
+                Ok(parsed) => {
+                    notes.extend(
+                        parsed
+                            .notes
+                            .iter()
+                            .map(|n| format!("environment/Dockerfile, {n}")),
+                    );
+                    let Some(from) = parsed.from.clone() else {
+                        return Err(ImportError::Format {
+                            path,
+                            line: None,
+                            problem: "has no FROM".into(),
+                            expected: "a Dockerfile starting FROM an image".into(),
+                        });
+                    };
+                    env_vars = parsed.env.clone();
+                    copies = parsed.copies.clone();
+                    (from, parsed.workdir)
+                }
+                Err(e) if e.needs_builder() && can_build => {
+                    let workdir = dockerfile::last_workdir(&text);
+                    provision = Some(build_provision(
+                        root,
+                        &env_dir,
+                        c.workdir.clone().or(workdir.clone()),
+                    ));
+                    notes.push(format!(
+                        "environment/Dockerfile, line {}: `{}` needs a builder: the Dockerfile is built by {}",
+                        e.line,
+                        e.step,
+                        crate::image::build::find_builder(None)
+                            .map(|(b, _)| b.program())
+                            .unwrap_or_default()
+                    ));
+                    (provide::build_name(root, task, &env_dir)?, workdir)
+                }
+                Err(e) => {
+                    return Err(ImportError::Format {
+                        path,
+                        line: Some(e.line),
+                        problem: format!("`{}` {}{}", e.step, e.problem, no_builder(&e, base)),
+                        expected: "a Dockerfile envcraft runs without a builder".into(),
+                    });
+                }
+            }
         }
         (None, false) => {
             return Err(ImportError::Format {
@@ -285,14 +318,51 @@ fn plan_task_at(
     }
     let mut files: BTreeMap<PathBuf, SourceFile> = BTreeMap::new();
     let ignore = dockerignore(root, task, &env_dir)?;
+    let mut image = image;
     for copy in &copies {
-        plan_copy(root, task, &env_dir, copy, &workdir, &ignore, &mut files)?;
+        match plan_copy(root, task, &env_dir, copy, &workdir, &ignore, &mut files) {
+            Err(ImportError::Format { problem, .. })
+                if problem.contains("needs a builder") && can_build =>
+            {
+                notes.push(format!(
+                    "environment/Dockerfile, line {}: {problem}: the Dockerfile is built",
+                    copy.line
+                ));
+                files.clear();
+                env_vars.clear();
+                provision = Some(build_provision(root, &env_dir, Some(workdir.clone())));
+                image = provide::build_name(root, task, &env_dir)?;
+                break;
+            }
+            Err(ImportError::Format {
+                path,
+                line,
+                problem,
+                expected,
+            }) if problem.contains("needs a builder") => {
+                return Err(ImportError::Format {
+                    path,
+                    line,
+                    problem: format!("{problem}{}", no_builder_words(base)),
+                    expected,
+                });
+            }
+            done => done?,
+        }
     }
     let image = match base {
         Base::Image => {
-            notes.push(format!(
-                "runs over the image `{image}`: envcraft's image store must hold it under that name (`envcraft image import` or `image pull ... --name {image}`), else run with `--base host`"
-            ));
+            notes.push(match &provision {
+                None => format!(
+                    "runs over the image `{image}`: envcraft's image store must hold it under that name (`envcraft image import` or `image pull ... --name {image}`), else run with `--base host`"
+                ),
+                Some(Provision::Pull { .. }) => format!(
+                    "runs over the image `{image}`, pulled from its registry when envcraft's image store lacks it, else run with `--base host`"
+                ),
+                Some(Provision::Build { .. }) => format!(
+                    "runs over the image `{image}`, built from environment/ when envcraft's image store lacks it"
+                ),
+            });
             Some(image)
         }
         Base::Host => {
@@ -359,7 +429,38 @@ fn plan_task_at(
         unmet_needs: needs,
         notes: all_notes,
         image,
+        provision,
     })
+}
+
+/// How `environment/` is built: its absolute path, and the working directory whose files the
+/// built image gives the workspace.
+fn build_provision(root: &SourceRoot, env_dir: &Path, workdir: Option<String>) -> Provision {
+    let context = root.display(env_dir);
+    Provision::Build {
+        context: std::path::absolute(&context).unwrap_or(context),
+        workdir: workdir
+            .map(|w| w.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| DEFAULT_WORKDIR.to_string()),
+    }
+}
+
+/// What a refusal of a step that needs a builder adds: why no builder runs it.
+fn no_builder(e: &dockerfile::DockerfileError, base: Base) -> String {
+    match e.needs_builder() {
+        true => no_builder_words(base),
+        false => String::new(),
+    }
+}
+
+fn no_builder_words(base: Base) -> String {
+    match base {
+        Base::Host => "; with --base host no builder runs it (without --base host, an installed podman or buildah builds the Dockerfile)".into(),
+        Base::Image => format!(
+            "; no image builder is installed to run it (looked for {} on PATH)",
+            crate::image::build::builders_looked_for()
+        ),
+    }
 }
 
 fn text_file(path: impl Into<PathBuf>, text: String) -> PlannedFile {

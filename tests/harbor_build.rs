@@ -1,0 +1,595 @@
+//! Harbor tasks whose image needs a builder or a registry, through the real binary: `envcraft
+//! image build` with the installed Podman (and Buildah), over a base image made here without
+//! network (a root filesystem of Debian's static busybox, `podman import`ed into a Podman
+//! storage of the test's own); a Harbor task whose Dockerfile `RUN`s a step, built on the fly
+//! (oracle 1.0, no action 0.0, built once); a task whose `docker_image` is pushed with skopeo
+//! into a real `docker-registry` on 127.0.0.1 and pulled on the fly; a failing `RUN` step; and,
+//! with a PATH lacking the builders, the refusal naming them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PODMAN: &str = "/usr/bin/podman";
+const BUILDAH: &str = "/usr/bin/buildah";
+const BUSYBOX: &str = "/bin/busybox";
+const REGISTRY: &str = "/usr/bin/docker-registry";
+const SKOPEO: &str = "/usr/bin/skopeo";
+
+/// Whether the builder test can run: root (for `contained`), Podman and busybox-static.
+fn ready(also: &[&str]) -> bool {
+    if !common::sandbox_ready() {
+        return false;
+    }
+    for tool in [PODMAN, BUSYBOX].iter().chain(also) {
+        if !Path::new(tool).is_file() {
+            common::skip(&format!(
+                "{tool} is missing (apt-get install runc podman buildah busybox-static docker-registry skopeo)"
+            ));
+            return false;
+        }
+    }
+    true
+}
+
+/// A Podman storage and an envcraft state root of the test's own, and a busybox base image
+/// (`localhost/envcraft-test-busybox:1`) in that storage.
+struct World {
+    dir: tempfile::TempDir,
+}
+
+const BASE: &str = "localhost/envcraft-test-busybox:1";
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(
+            d.join("storage.conf"),
+            format!(
+                "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\nrootless_storage_path = \"{0}/graph\"\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        let rootfs = d.join("rootfs");
+        for sub in ["bin", "tmp", "etc", "opt"] {
+            fs::create_dir_all(rootfs.join(sub)).unwrap();
+        }
+        fs::copy(BUSYBOX, rootfs.join("bin/busybox")).unwrap();
+        let list = Command::new(BUSYBOX).arg("--list").output().unwrap();
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            let link = rootfs.join("bin").join(applet);
+            if !link.exists() {
+                std::os::unix::fs::symlink("busybox", link).unwrap();
+            }
+        }
+        let tar = d.join("rootfs.tar");
+        let out = Command::new("tar")
+            .arg("-C")
+            .arg(&rootfs)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tar: {}", stderr(&out));
+        let world = World { dir };
+        let out = world.podman(&["import", tar.to_str().unwrap(), BASE]);
+        assert!(out.status.success(), "podman import: {}", stderr(&out));
+        world
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("CONTAINERS_STORAGE_CONF", self.path().join("storage.conf"))
+            .env("ENVCRAFT_STATE_DIR", self.state());
+    }
+
+    fn podman(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(PODMAN);
+        self.env(&mut cmd);
+        cmd.args(args).output().unwrap()
+    }
+
+    /// `envcraft ARGS` through `contained`, with `path` as its PATH when given.
+    fn envcraft(&self, args: &[&str], path: Option<&Path>) -> (i32, String, String) {
+        let mut cmd = Command::new("bash");
+        cmd.arg(common::contained().unwrap()).arg("/usr/bin/env");
+        if let Some(p) = path {
+            cmd.arg(format!("PATH={}", p.display()));
+        }
+        cmd.arg(common::envcraft()).args(args);
+        self.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        )
+    }
+
+    /// The names of the images in Podman's storage.
+    fn podman_images(&self) -> String {
+        let out = self.podman(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A directory that is an empty PATH (no builder on it).
+    fn no_builders(&self) -> PathBuf {
+        let p = self.path().join("empty-path");
+        fs::create_dir_all(&p).unwrap();
+        p
+    }
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn reward(out: &str) -> Option<f64> {
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["reward"].as_f64()
+}
+
+/// A Harbor task at `dir`: `environment/` from `files` (path, text), task.toml's
+/// `[environment]` lines `env_lines`; the test checks `/opt/x` holds `built` and that the
+/// agent wrote `done` to `/app/answer`.
+fn write_task(dir: &Path, env_lines: &str, files: &[(&str, &str)]) -> PathBuf {
+    for d in ["tests", "solution", "environment"] {
+        fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    fs::write(
+        dir.join("task.toml"),
+        format!(
+            "schema_version = \"1.4\"\n\n[environment]\nnetwork_mode = \"no-network\"\n{env_lines}"
+        ),
+    )
+    .unwrap();
+    fs::write(dir.join("instruction.md"), "Write done to /app/answer.\n").unwrap();
+    for (path, text) in files {
+        fs::write(dir.join("environment").join(path), text).unwrap();
+    }
+    let test_sh = "#!/bin/sh\nok=1\n[ \"$(cat /opt/x)\" = built ] || ok=0\n\
+                   [ \"$(cat /app/answer 2>/dev/null)\" = done ] || ok=0\n\
+                   [ -z \"$SEED\" ] || [ \"$(cat /app/seed.txt)\" = \"$SEED\" ] || ok=0\n\
+                   echo $ok > /logs/verifier/reward.txt\n";
+    for (path, text) in [
+        ("tests/test.sh", test_sh),
+        ("solution/solve.sh", "#!/bin/sh\necho done > /app/answer\n"),
+    ] {
+        fs::write(dir.join(path), text).unwrap();
+        fs::set_permissions(dir.join(path), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+const BUILT_DOCKERFILE: &str = "FROM localhost/envcraft-test-busybox:1\nWORKDIR /app\n\
+COPY seed.txt ./\nRUN echo built > /opt/x\n";
+
+#[test]
+fn image_build_brings_the_builders_image_into_the_store_and_removes_its_own() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    let ctx = world.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Dockerfile"),
+        "FROM localhost/envcraft-test-busybox:1\nRUN echo built > /opt/x\n",
+    )
+    .unwrap();
+    let ctx_arg = ctx.to_str().unwrap();
+    let mut builders = vec!["podman"];
+    if Path::new(BUILDAH).is_file() {
+        builders.push("buildah");
+    } else {
+        common::skip("buildah is missing (apt-get install buildah): only podman is tried");
+    }
+    for builder in builders {
+        for isolation in ["oci", "chroot"] {
+            let name = format!("built-{builder}-{isolation}");
+            let (code, out, err) = world.envcraft(
+                &[
+                    "image",
+                    "build",
+                    ctx_arg,
+                    "--name",
+                    &name,
+                    "--builder",
+                    builder,
+                    "--isolation",
+                    isolation,
+                ],
+                None,
+            );
+            assert_eq!(code, 0, "{builder} {isolation}: {out}\n{err}");
+            assert!(out.starts_with(&format!("built {name} (sha256:")), "{out}");
+            let (code, out, err) = world.envcraft(&["image", "inspect", &name], None);
+            assert_eq!(code, 0, "{err}");
+            let record: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(record["layers"].as_array().unwrap().len(), 2, "{record}");
+            assert!(
+                record["source"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("by {builder} ({isolation} isolation)")),
+                "{record}"
+            );
+        }
+    }
+    assert!(
+        !world.podman_images().contains("envcraft-build"),
+        "the builder's image was left: {}",
+        world.podman_images()
+    );
+
+    // A failing step: the builder's words, nothing in the store, nothing left in the builder.
+    fs::write(
+        ctx.join("Dockerfile.bad"),
+        "FROM localhost/envcraft-test-busybox:1\nRUN echo about to fail && nosuchcmd --now\n",
+    )
+    .unwrap();
+    let bad = ctx.join("Dockerfile.bad");
+    let (code, out, err) = world.envcraft(
+        &[
+            "image",
+            "build",
+            ctx_arg,
+            "-f",
+            bad.to_str().unwrap(),
+            "--name",
+            "bad",
+        ],
+        None,
+    );
+    assert_eq!(code, 125, "{out}\n{err}");
+    for words in [
+        "podman failed to build the image",
+        "nosuchcmd: not found",
+        "about to fail",
+    ] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
+    }
+    let (code, _, err) = world.envcraft(&["image", "inspect", "bad"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("no image named \"bad\""), "{err}");
+    assert!(!world.podman_images().contains("envcraft-build"));
+    let builds = world.state().join("images/builds");
+    assert_eq!(
+        fs::read_dir(&builds).unwrap().count(),
+        0,
+        "scratch left in {}",
+        builds.display()
+    );
+
+    // No builder on PATH: which ones were looked for, and how to bring an image in otherwise.
+    let (code, _, err) = world.envcraft(
+        &["image", "build", ctx_arg, "--name", "none"],
+        Some(&world.no_builders()),
+    );
+    assert_eq!(code, 125, "{err}");
+    for words in [
+        "no image builder is installed",
+        "podman and buildah",
+        "envcraft image import",
+    ] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
+    }
+}
+
+#[test]
+fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    let task = write_task(
+        &world.path().join("ds/built"),
+        "",
+        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
+    );
+    // The test also checks the workspace's seed.txt, which only the built image has.
+    fs::write(
+        task.join("task.toml"),
+        "schema_version = \"1.4\"\n\n[environment]\nnetwork_mode = \"no-network\"\n\n[verifier.env]\nSEED = \"seed\"\n",
+    )
+    .unwrap();
+    let t = task.to_str().unwrap();
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(
+        err.contains("needs a builder: the Dockerfile is built by podman"),
+        "{err}"
+    );
+    assert!(
+        err.contains("built by podman into the image `harbor-built:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("file(s) at /app are the workspace's files"),
+        "{err}"
+    );
+
+    let empty = world.path().join("none.jsonl");
+    fs::write(&empty, "").unwrap();
+    let (code, out, err) = world.envcraft(
+        &["run", t, "--json", "--actions", empty.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    assert!(
+        err.contains("is unchanged since it was built"),
+        "built again: {err}"
+    );
+
+    // `import harbor` names the built image and writes the image's working directory.
+    let dest = world.path().join("imported");
+    let (code, out, err) = world.envcraft(&["import", "harbor", t, dest.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let env = fs::read_to_string(dest.join("harbor-built/env.toml")).unwrap();
+    assert!(env.contains("image = \"harbor-built:"), "{env}");
+    let seed = fs::read_to_string(dest.join("harbor-built/files/seed.txt")).unwrap();
+    assert_eq!(seed, "seed\n");
+
+    // `audit` and `suite` of the dataset use the same image.
+    let ds = world.path().join("ds");
+    let (code, out, err) = world.envcraft(&["audit", t, "--json"], None);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The reference over the built image (its `sensitive` check flips bytes with python3, which
+    // the busybox image lacks: the audit as a whole does not pass, exit 1).
+    let reference = &report["tasks"][0]["checks"][1];
+    assert_eq!(reference["name"], "reference", "{report}");
+    assert_eq!(reference["detail"], "reward 1.0", "{report}\n{err}");
+    let (code, out, err) = world.envcraft(&["suite", ds.to_str().unwrap(), "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["totals"]["mean_reward"].as_f64(),
+        Some(1.0),
+        "{report}\n{err}"
+    );
+    assert!(!err.contains("built by podman into"), "built again: {err}");
+
+    // A changed environment/ is built again, under another name.
+    fs::write(task.join("environment/seed.txt"), "seed two\n").unwrap();
+    let (_, out, err) = world.envcraft(&["run", t, "--json"], None);
+    assert_eq!(
+        reward(&out),
+        Some(0.0),
+        "the test wants the old seed: {out}\n{err}"
+    );
+    assert!(
+        err.contains("built by podman into the image"),
+        "not built again: {err}"
+    );
+    assert!(!world.podman_images().contains("envcraft-build"));
+
+    // No RUN, but a COPY outside the working directory: built too.
+    fs::write(task.join("environment/seed.txt"), "seed\n").unwrap();
+    fs::write(task.join("environment/x.txt"), "built\n").unwrap();
+    fs::write(
+        task.join("environment/Dockerfile"),
+        "FROM localhost/envcraft-test-busybox:1\nWORKDIR /app\nCOPY seed.txt ./\nCOPY x.txt /opt/x\n",
+    )
+    .unwrap();
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(err.contains("outside the working directory /app"), "{err}");
+    assert!(err.contains("built by podman into the image"), "{err}");
+
+    // A failing RUN step: the builder's words, before anything starts.
+    fs::write(
+        task.join("environment/Dockerfile"),
+        "FROM localhost/envcraft-test-busybox:1\nRUN nosuchcmd --now\n",
+    )
+    .unwrap();
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], None);
+    assert_eq!(code, 125, "{out}\n{err}");
+    for words in [
+        "could not be built",
+        "podman failed to build the image",
+        "nosuchcmd: not found",
+    ] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
+    }
+    assert!(out.is_empty(), "a session ran: {out}");
+}
+
+#[test]
+fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    let task = write_task(
+        &world.path().join("built"),
+        "",
+        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
+    );
+    let t = task.to_str().unwrap();
+    let dest = world.path().join("out");
+    for args in [
+        vec!["run", t],
+        vec!["import", "harbor", t, dest.to_str().unwrap()],
+    ] {
+        let (code, out, err) = world.envcraft(&args, Some(&world.no_builders()));
+        let said = format!("{out}{err}");
+        assert_ne!(code, 0, "{said}");
+        for words in [
+            "line 4",
+            "RUN echo built > /opt/x",
+            "needs a builder",
+            "no image builder is installed to run it (looked for podman and buildah on PATH)",
+        ] {
+            assert!(said.contains(words), "{args:?}: {words:?} not in: {said}");
+        }
+    }
+    assert!(!dest.join("harbor-built").exists());
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A docker-registry on 127.0.0.1 (its config and storage under `dir`), stopped when dropped.
+struct Registry {
+    child: Child,
+    port: u16,
+}
+
+impl Registry {
+    fn start(dir: &Path) -> Registry {
+        let port = free_port();
+        let config = dir.join("registry.yml");
+        fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.join("registry").display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(REGISTRY)
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "docker-registry exited"
+            );
+            assert!(Instant::now() < deadline, "docker-registry never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Registry { child, port }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
+    if !ready(&[REGISTRY, SKOPEO]) {
+        return;
+    }
+    let world = World::new();
+    let registry = Registry::start(world.path());
+    // The image: the base with /opt/x, built by Podman and pushed with skopeo.
+    let ctx = world.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(
+        ctx.join("Dockerfile"),
+        "FROM localhost/envcraft-test-busybox:1\nRUN echo built > /opt/x\n",
+    )
+    .unwrap();
+    let out = world.podman(&["build", "-t", "localhost/pushed", ctx.to_str().unwrap()]);
+    assert!(out.status.success(), "podman build: {}", stderr(&out));
+    let archive = world.path().join("pushed.tar");
+    let out = world.podman(&[
+        "save",
+        "--format",
+        "oci-archive",
+        "-o",
+        archive.to_str().unwrap(),
+        "localhost/pushed",
+    ]);
+    assert!(out.status.success(), "podman save: {}", stderr(&out));
+    let reference = format!("127.0.0.1:{}/harbor/app:1", registry.port);
+    let out = Command::new(SKOPEO)
+        .args(["copy", "--quiet", "--dest-tls-verify=false"])
+        .arg(format!("oci-archive:{}", archive.display()))
+        .arg(format!("docker://{reference}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "skopeo: {}", stderr(&out));
+
+    let task = write_task(
+        &world.path().join("pulled"),
+        &format!("docker_image = \"{reference}\"\nworkdir = \"/app\"\n"),
+        &[],
+    );
+    let t = task.to_str().unwrap();
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], Some(&world.no_builders()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    let pinned = format!("127.0.0.1:{}/harbor/app@sha256:", registry.port);
+    assert!(
+        err.contains(&format!(
+            "pulled into envcraft's image store; the environment names it pinned: {pinned}"
+        )),
+        "{err}"
+    );
+    let (_, list, _) = world.envcraft(&["image", "ls"], None);
+    assert!(
+        list.contains(&reference) && list.contains(&pinned),
+        "{list}"
+    );
+
+    let empty = world.path().join("none.jsonl");
+    fs::write(&empty, "").unwrap();
+    let (code, out, err) = world.envcraft(
+        &["run", t, "--json", "--actions", empty.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    assert!(!err.contains("pulled into"), "pulled again: {err}");
+
+    // A tag the registry lacks: a clear error before start, naming the registry's answer.
+    let missing = world.path().join("missing");
+    write_task(
+        &missing,
+        &format!(
+            "docker_image = \"127.0.0.1:{}/harbor/app:nosuch\"\n",
+            registry.port
+        ),
+        &[],
+    );
+    let (code, out, err) = world.envcraft(&["run", missing.to_str().unwrap(), "--json"], None);
+    assert_eq!(code, 125, "{out}\n{err}");
+    for words in ["could not be pulled", "has no tag nosuch", "--base host"] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
+    }
+    assert!(out.is_empty(), "a session ran: {out}");
+    // `--base host` still stands in for it, as before.
+    let (code, out, err) = world.envcraft(
+        &["run", missing.to_str().unwrap(), "--json", "--base", "host"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("base=host"), "{err}");
+}
