@@ -3,7 +3,8 @@
 //! A one-shot sandbox start is measured against bubblewrap, and clap's first parse of even the
 //! `exec`-only command costs a tenth of a millisecond there, mostly first-touch page faults in
 //! clap's code. This reads the lines a script or a harness writes (`--flag VALUE`,
-//! `--flag=VALUE`, `--json`, then `--` and the command) and declines everything else: help,
+//! `--flag=VALUE`, `--json`, then `--` and the command; `--image NAME` too, which a run over an
+//! image would otherwise pay clap's parse for) and declines everything else: help,
 //! unknown or repeated flags, a value that looks like a flag, a malformed number, text that is
 //! not UTF-8 where a string is expected. A declined line goes to clap, which accepts it or
 //! explains what is wrong, so the fast path can only ever agree with clap (a test checks that
@@ -29,6 +30,7 @@ pub fn read(argv: &[OsString]) -> Option<Cli> {
     let mut json = false;
     let mut keep_changes: Option<PathBuf> = None;
     let mut log_format: Option<String> = None;
+    let mut image: Option<String> = None;
     let mut args = rest.iter();
     loop {
         let arg = args.next()?;
@@ -58,6 +60,7 @@ pub fn read(argv: &[OsString]) -> Option<Cli> {
             b"policy" => set(&mut policy, text(value)?)?,
             b"timeout" => set(&mut timeout, seconds(value)?)?,
             b"keep-changes" => set(&mut keep_changes, path(value)?)?,
+            b"image" => set(&mut image, text(value).filter(|n| !n.is_empty())?)?,
             b"log-format" => {
                 let format = text(value)?;
                 if format != "text" && format != "json" {
@@ -82,7 +85,7 @@ pub fn read(argv: &[OsString]) -> Option<Cli> {
             timeout,
             json,
             keep_changes,
-            image: None,
+            image,
             command,
         }),
     })
@@ -181,6 +184,23 @@ mod tests {
             ],
             &[
                 "exec",
+                "--image",
+                "office",
+                "--workspace",
+                "W",
+                "--",
+                "true",
+            ],
+            &[
+                "exec",
+                "--workspace",
+                "W",
+                "--image=127.0.0.1:5000/app@sha256:0123",
+                "--",
+                "true",
+            ],
+            &[
+                "exec",
                 "--policy=./p.toml",
                 "--timeout=0",
                 "--keep-changes=O=1",
@@ -223,6 +243,19 @@ mod tests {
             &["exec", "--workspace", "W", "--workspace", "V", "--", "true"],
             &["exec", "--workspace", "W", "--json", "--json", "--", "true"],
             &["exec", "--workspace", "W", "--json=true", "--", "true"],
+            &["exec", "--workspace", "W", "--image", "--", "true"],
+            &["exec", "--workspace", "W", "--image", "-x", "--", "true"],
+            &[
+                "exec",
+                "--image",
+                "a",
+                "--image",
+                "b",
+                "--workspace",
+                "W",
+                "--",
+                "x",
+            ],
             &["exec", "--workspace", "W", "--timeout", "x", "--", "true"],
             &["exec", "--workspace", "W", "--timeout", "+5", "--", "true"],
             &[

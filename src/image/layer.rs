@@ -36,7 +36,7 @@ use nix::sys::time::TimeSpec;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-pub use super::blob::Hashing;
+pub use super::blob::{Hashing, Source};
 use super::oci::Digest;
 use crate::workspace::tree;
 
@@ -194,9 +194,9 @@ impl<R: Read> Read for Expanded<R> {
 
 /// Unpack the layer read from `input` into the empty directory `root`, its blob hashed as
 /// `hashing` says ([`super::blob`]: on a thread of its own, beside the writing of its files, in
-/// a clone of a single-threaded envcraft).
-pub fn unpack(
-    input: impl Read,
+/// a clone of a single-threaded envcraft, for a blob in a regular file).
+pub fn unpack<R: Read>(
+    input: Source<R>,
     root: &OwnedFd,
     limits: Limits,
     hashing: Hashing,
@@ -243,7 +243,7 @@ struct Expansion {
 /// The tar stream inside `raw`, decompressed as its first bytes say, unpacked into `root`:
 /// the entry and left-out device counts, the stream's size and its digest.
 fn expand<R: Read>(
-    raw: &mut super::blob::Chunks<R>,
+    raw: &mut super::blob::Chunks<'_, R>,
     count: std::rc::Rc<std::cell::Cell<u64>>,
     root: &OwnedFd,
     limits: Limits,
@@ -720,13 +720,26 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(&tar).unwrap();
         let gz = gz.finish().unwrap();
+        let in_file = |blob: &[u8]| {
+            let file = tempfile::tempfile().unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&file, blob, 0).unwrap();
+            Source::File {
+                file,
+                offset: 0,
+                len: None,
+            }
+        };
         for (blob, hashing) in [&tar, &gz]
             .into_iter()
             .flat_map(|b| [(b, Hashing::Thread), (b, Hashing::Inline)])
         {
             let dir = tempfile::tempdir().unwrap();
             let root = tree::open_root(dir.path()).unwrap();
-            let u = unpack(&blob[..], &root, Limits::default(), hashing).unwrap();
+            let source = match hashing {
+                Hashing::Thread => in_file(blob),
+                Hashing::Inline => Source::Stream(&blob[..]),
+            };
+            let u = unpack(source, &root, Limits::default(), hashing).unwrap();
             assert_eq!(u.digest, Digest::of(blob));
             assert_eq!(u.diff_id, Digest::of(&tar));
             assert_eq!(u.compressed_bytes, blob.len() as u64);

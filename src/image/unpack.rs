@@ -16,7 +16,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::layer::{Hashing, LayerError, Limits, Unpacked};
+use super::layer::{Hashing, LayerError, Limits, Source, Unpacked};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
@@ -147,17 +147,27 @@ fn child(
         };
     }
     use std::io::Seek;
-    // A layer from its start may be a pipe (a pull hands the download over as it arrives).
-    if offset > 0
-        && let Err(e) = layer.seek(io::SeekFrom::Start(offset))
-    {
-        return Report::Confine {
-            op: "seek to the layer".into(),
-            message: e.to_string(),
-        };
-    }
-    let input = layer.take(len.unwrap_or(u64::MAX));
-    match super::layer::unpack(input, dest, limits, hashing) {
+    // A layer in a regular file is read at its chunks' offsets (by two threads, see
+    // `super::blob`); one from its start may be a pipe (a pull hands the download over as it
+    // arrives), read in order.
+    let source = if layer.metadata().is_ok_and(|m| m.is_file()) {
+        Source::File {
+            file: layer,
+            offset,
+            len,
+        }
+    } else {
+        if offset > 0
+            && let Err(e) = layer.seek(io::SeekFrom::Start(offset))
+        {
+            return Report::Confine {
+                op: "seek to the layer".into(),
+                message: e.to_string(),
+            };
+        }
+        Source::Stream(layer.take(len.unwrap_or(u64::MAX)))
+    };
+    match super::layer::unpack(source, dest, limits, hashing) {
         Ok(u) => Report::Done(u),
         Err(e) => Report::Refused(e),
     }
