@@ -191,6 +191,22 @@ fn planned_sessions(log: &str) -> usize {
         .unwrap_or_else(|| panic!("no count in {line}"))
 }
 
+/// Close every session of `ids`; asserts the server is back to the `idle_fds` it had before any.
+fn close_all_leaving_nothing_open(server: &Server, ids: &[String], idle_fds: usize) {
+    for id in ids {
+        server.close(id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.open_descriptors() > idle_fds && Instant::now() < deadline {
+        thread::yield_now();
+    }
+    assert!(
+        server.open_descriptors() <= idle_fds,
+        "{} descriptors open after closing every session, {idle_fds} before any",
+        server.open_descriptors()
+    );
+}
+
 /// Asserts `r` is the descriptors refusal: 503 `capacity` with Retry-After, naming the
 /// descriptors and their limit, not blaming the task.
 fn assert_descriptors_refusal(r: &Response) {
@@ -271,18 +287,7 @@ fn creates_past_the_descriptor_limit_answered_500_blaming_the_task() {
     assert_descriptors_refusal(&server.create());
 
     // Closed, they leave no descriptor behind.
-    for id in &ids {
-        server.close(id);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.open_descriptors() > idle_fds && Instant::now() < deadline {
-        thread::yield_now();
-    }
-    assert!(
-        server.open_descriptors() <= idle_fds,
-        "{} descriptors open after closing every session, {idle_fds} before any",
-        server.open_descriptors()
-    );
+    close_all_leaving_nothing_open(&server, &ids, idle_fds);
     assert!(
         !server.log().contains("does not load"),
         "a capacity refusal was logged as a task that does not load:\n{}",
@@ -370,16 +375,5 @@ fn sessions_past_the_room_keep_one_descriptor_and_answer_as_before() {
     let read = call_ok(&server, &fork, "read", json!({"path": "note.txt"}));
     assert!(read.to_string().contains(parent.as_str()), "{read}");
     ids.push(fork);
-    for id in &ids {
-        server.close(id);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.open_descriptors() > idle_fds && Instant::now() < deadline {
-        thread::yield_now();
-    }
-    assert!(
-        server.open_descriptors() <= idle_fds,
-        "{} descriptors open after closing every session, {idle_fds} before any",
-        server.open_descriptors()
-    );
+    close_all_leaving_nothing_open(&server, &ids, idle_fds);
 }

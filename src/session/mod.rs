@@ -41,7 +41,7 @@ use crate::spec::skill::{SkillError, SkillSpec};
 use crate::spec::task::TaskSpec;
 use crate::spec::time::Timestamp;
 use crate::tools::skill::{OfferedSkill, SKILLS_MOUNT};
-use crate::tools::{self, ToolError};
+use crate::tools::{self, ToolError, WorkspaceRoot};
 use crate::verify::{Expected, Extra, Manifest};
 use crate::workspace::Changes;
 
@@ -363,19 +363,23 @@ impl Session {
         let owner = (plan.uid != nix::unistd::geteuid().as_raw()).then_some((plan.uid, plan.gid));
         // File tools accept the in-sandbox paths of the workspace (also without namespaces,
         // where commands see the copy at its host path: agents write `/workspace/...`).
-        let filesystem = &parts.policy.filesystem;
-        let root = root::SessionRoot::new(
+        let root = WorkspaceRoot::new(
             fd,
-            filesystem.workspace.clone(),
-            filesystem.workspace_aliases.clone(),
-            filesystem
+            parts.policy.filesystem.workspace.clone(),
+            parts.policy.filesystem.workspace_aliases.clone(),
+            plan.workspace_writable,
+            owner,
+        )
+        .with_mounts(
+            parts
+                .policy
+                .filesystem
                 .workspace_mounts
                 .iter()
                 .map(|m| (m.path.clone(), m.dir.clone()))
                 .collect(),
-            plan.workspace_writable,
-            owner,
         );
+        let root = root::SessionRoot::new(root);
         let id = id.unwrap_or_else(new_id);
         let dir = SessionDir::create(&parts.sessions_root, &id)?;
         let session = Session {

@@ -76,11 +76,17 @@ pub(crate) const ONE_NAME: u64 = BENEATH | libc::RESOLVE_NO_SYMLINKS;
 pub(crate) const PATH_NAMES: &[&str] = &["path", "file_path", "file"];
 
 /// The workspace the file tools work in: a directory descriptor for its root (the overlay's
-/// root in a session), where the sandbox mounts it and its aliases (absolute paths under them
-/// are accepted), whether writes are allowed, and who owns what the tools create.
+/// root in a session) and how it is shown ([`RootShape`]).
 #[derive(Debug)]
 pub struct WorkspaceRoot {
     fd: OwnedFd,
+    shape: RootShape,
+}
+
+/// How a workspace root is shown: where the sandbox mounts it and its aliases (absolute paths
+/// under them are accepted), whether writes are allowed, and who owns what the tools create.
+#[derive(Debug, Clone)]
+pub struct RootShape {
     mount: PathBuf,
     aliases: Vec<PathBuf>,
     /// Directories of the workspace shown at paths of their own: (that path, the directory).
@@ -100,20 +106,30 @@ impl WorkspaceRoot {
         writable: bool,
         owner: Option<(u32, u32)>,
     ) -> Self {
-        WorkspaceRoot {
-            fd,
+        let shape = RootShape {
             mount: mount.into(),
             aliases,
             mounts: Vec::new(),
             writable,
             owner,
-        }
+        };
+        WorkspaceRoot { fd, shape }
+    }
+
+    /// The root `fd`, shown as `shape` says (the same workspace's root, opened again).
+    pub fn reopened(fd: OwnedFd, shape: RootShape) -> Self {
+        WorkspaceRoot { fd, shape }
+    }
+
+    /// How this root is shown.
+    pub fn shape(&self) -> &RootShape {
+        &self.shape
     }
 
     /// The same root, with the policy's workspace mount points (a path in the sandbox and the
     /// workspace-relative directory shown there): absolute paths under them are accepted.
     pub fn with_mounts(mut self, mounts: Vec<(PathBuf, PathBuf)>) -> Self {
-        self.mounts = mounts;
+        self.shape.mounts = mounts;
         self
     }
 
@@ -143,23 +159,33 @@ impl WorkspaceRoot {
     }
 
     pub fn mount(&self) -> &Path {
-        &self.mount
+        self.shape.mount()
     }
 
     pub fn aliases(&self) -> &[PathBuf] {
-        &self.aliases
+        &self.shape.aliases
     }
 
     pub fn writable(&self) -> bool {
-        self.writable
+        self.shape.writable
     }
 
     pub fn owner(&self) -> Option<(u32, u32)> {
-        self.owner
+        self.shape.owner()
     }
 
     pub(crate) fn dir(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+impl RootShape {
+    pub fn mount(&self) -> &Path {
+        &self.mount
+    }
+
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
     }
 }
 

@@ -57,14 +57,15 @@ pub(crate) fn parse_path(root: &WorkspaceRoot, raw: &str) -> Result<AgentPath, T
     }
     let path = Path::new(raw);
     let mounted = root
+        .shape
         .mounts
         .iter()
         .find_map(|(at, dir)| path.strip_prefix(at).ok().map(|rest| dir.join(rest)));
     let rel = if let Some(rel) = &mounted {
         rel.as_path()
     } else if path.is_absolute() {
-        let under = std::iter::once(&root.mount)
-            .chain(&root.aliases)
+        let under = std::iter::once(&root.shape.mount)
+            .chain(&root.shape.aliases)
             .find_map(|m| path.strip_prefix(m).ok());
         match under {
             Some(rel) => rel,
@@ -72,7 +73,7 @@ pub(crate) fn parse_path(root: &WorkspaceRoot, raw: &str) -> Result<AgentPath, T
                 return Err(ToolError::permission(format!(
                     "`{shown_raw}` is outside the workspace: the file tools may only reach paths \
                      under {} (or relative to it)",
-                    root.mount.display()
+                    root.shape.mount.display()
                 )));
             }
         }

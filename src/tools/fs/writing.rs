@@ -40,7 +40,7 @@ pub(crate) fn timespec(t: SystemTime) -> TimeSpec {
 }
 
 pub(crate) fn require_writable(root: &WorkspaceRoot, what: &str) -> Result<(), ToolError> {
-    if root.writable {
+    if root.shape.writable {
         Ok(())
     } else {
         Err(ToolError::permission(format!(
@@ -50,7 +50,7 @@ pub(crate) fn require_writable(root: &WorkspaceRoot, what: &str) -> Result<(), T
 }
 
 pub(crate) fn set_owner(root: &WorkspaceRoot, fd: impl AsFd) -> Result<(), Errno> {
-    match root.owner {
+    match root.shape.owner {
         Some((uid, gid)) => fchown(fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))),
         None => Ok(()),
     }
