@@ -147,6 +147,19 @@ fn reward(out: &str) -> Option<f64> {
     v["reward"].as_f64()
 }
 
+/// `envcraft run TASK` with no actions: it runs and scores 0.0; its stderr.
+fn no_actions_score_nothing(world: &World, task: &str) -> String {
+    let empty = world.path().join("none.jsonl");
+    fs::write(&empty, "").unwrap();
+    let (code, out, err) = world.envcraft(
+        &["run", task, "--json", "--actions", empty.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    err
+}
+
 /// A Harbor task at `dir`: `environment/` from `files` (path, text), task.toml's
 /// `[environment]` lines `env_lines`; the test checks `/opt/x` holds `built` and that the
 /// agent wrote `done` to `/app/answer`.
@@ -328,14 +341,7 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
         "{err}"
     );
 
-    let empty = world.path().join("none.jsonl");
-    fs::write(&empty, "").unwrap();
-    let (code, out, err) = world.envcraft(
-        &["run", t, "--json", "--actions", empty.to_str().unwrap()],
-        None,
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    let err = no_actions_score_nothing(&world, t);
     assert!(
         err.contains("is unchanged since it was built"),
         "built again: {err}"
@@ -559,14 +565,7 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
         "{list}"
     );
 
-    let empty = world.path().join("none.jsonl");
-    fs::write(&empty, "").unwrap();
-    let (code, out, err) = world.envcraft(
-        &["run", t, "--json", "--actions", empty.to_str().unwrap()],
-        None,
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    let err = no_actions_score_nothing(&world, t);
     assert!(!err.contains("pulled into"), "pulled again: {err}");
 
     // A tag the registry lacks: a clear error before start, naming the registry's answer.
