@@ -511,6 +511,8 @@ pub struct Headroom {
     pub pids: Option<PathBuf>,
     /// The state root, whose filesystem's free space and inodes are checked.
     pub state_root: Option<PathBuf>,
+    /// `MemTotal`, read at start (the memory floor is a share of it).
+    pub memory_total: Option<u64>,
 }
 
 impl Headroom {
@@ -523,6 +525,7 @@ impl Headroom {
             processes_per_session: cost.processes,
             pids: own_cgroup().filter(|dir| read_number(&dir.join("pids.max")).is_some()),
             state_root: None,
+            memory_total: machine.memory_total,
         }
     }
 
@@ -558,7 +561,7 @@ impl Headroom {
             processes_verdict(current, max, self.processes_per_session)?;
         }
         if let Some(available) = memory_available() {
-            memory_verdict(available, memory_total().unwrap_or(available))?;
+            memory_verdict(available, self.memory_total.unwrap_or(available))?;
         }
         if let Some(root) = &self.state_root {
             disk_verdict(root)?;

@@ -104,6 +104,7 @@ fn a_full_headroom_refuses_with_capacity_naming_descriptors() {
         processes_per_session: 1,
         pids: None,
         state_root: None,
+        memory_total: None,
     };
     assert!(headroom.check(2).is_ok());
     let refused = headroom.check(3).unwrap_err();
@@ -128,6 +129,7 @@ fn near_the_bound_the_descriptors_open_now_decide() {
         processes_per_session: 1,
         pids: None,
         state_root: None,
+        memory_total: None,
     };
     assert!(headroom.check(0).is_err());
 }

@@ -539,7 +539,7 @@ impl Session {
             ))
             .into()
         } else {
-            match self.root.get(&mut self.sandbox) {
+            match self.root.get_for_tool(&mut self.sandbox) {
                 Ok(root) => {
                     let mut context = tools::Context {
                         root,
@@ -552,10 +552,7 @@ impl Session {
                     };
                     tools::registry::call(&mut context, tool, args)
                 }
-                Err(e) => {
-                    tracing::error!(session = %self.id, error = %crate::error::chain(&e), "the workspace's descriptors");
-                    ToolError::internal("the sandbox's workspace cannot be reached").into()
-                }
+                Err(e) => e.into(),
             }
         };
         self.action_index += 1;

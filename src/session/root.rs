@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::SessionError;
 use crate::sandbox::Sandbox;
+use crate::tools::ToolError;
 use crate::tools::fs::{RootShape, WorkspaceRoot};
 
 /// A session's workspace root: how it is shown, and its descriptor when held.
@@ -34,6 +35,18 @@ impl SessionRoot {
         self.held.as_ref().ok_or(SessionError::NoWorkspace)
     }
 
+    /// [`SessionRoot::get`] for a tool or a transfer: a root that cannot be had again is the
+    /// caller's `internal` error (the cause logged).
+    pub(super) fn get_for_tool(
+        &mut self,
+        sandbox: &mut Sandbox,
+    ) -> Result<&WorkspaceRoot, ToolError> {
+        self.get(sandbox).map_err(|e| {
+            tracing::error!(error = %crate::error::chain(&e), "the workspace's descriptors");
+            ToolError::internal("the sandbox's workspace cannot be reached")
+        })
+    }
+
     /// Where the sandbox mounts the workspace.
     pub(super) fn mount(&self) -> &Path {
         self.shape.mount()
@@ -45,9 +58,10 @@ impl SessionRoot {
     }
 
     /// Give the root and the sandbox's other workspace descriptors back, to be asked for again
-    /// by [`SessionRoot::get`]; whether they were (not without an init to ask).
+    /// by [`SessionRoot::get`]; whether they were (not without an init to ask). Also when the
+    /// root was not taken again: a fork or a change list asks the sandbox for the others alone.
     pub(super) fn give_back(&mut self, sandbox: &mut Sandbox) -> bool {
-        if self.held.is_none() || !sandbox.can_give_back() {
+        if !sandbox.can_give_back() {
             return false;
         }
         self.held = None;

@@ -81,10 +81,7 @@ pub struct Downloaded {
 impl Session {
     /// The workspace root the transfers resolve beneath.
     fn workspace_root(&mut self) -> Result<&crate::tools::WorkspaceRoot, ToolError> {
-        self.root.get(&mut self.sandbox).map_err(|e| {
-            tracing::error!(error = %crate::error::chain(&e), "the workspace's descriptors");
-            ToolError::internal("the sandbox's workspace cannot be reached")
-        })
+        self.root.get_for_tool(&mut self.sandbox)
     }
 
     /// Unpack the tar `body` (plain, gzip or zstd) beneath the directory `path` of the
