@@ -148,10 +148,14 @@ fn the_init_keeps_room_of_its_own_for_every_command_after_a_tmpfs_is_filled() {
         );
     }
     assert_eq!(results[1]["killed_by"], json!("oom"), "{}", results[1]);
-    // On cgroup v1 the commands run in the run's `commands` memory cgroup, below the init's.
+    // On cgroup v1 the commands run in the run's memory cgroup, which the init does not join.
     let cgroup = results[0]["stdout"].as_str().unwrap_or("");
     if fs::metadata("/sys/fs/cgroup/memory/memory.limit_in_bytes").is_ok() {
-        assert!(cgroup.trim_end().ends_with("/commands"), "{cgroup}");
+        let run = cgroup.trim_end().rsplit('/').next().unwrap_or("");
+        assert!(
+            cgroup.contains("/envcraft/") && run.starts_with("envcraft-"),
+            "the command's memory cgroup is the run's: {cgroup}"
+        );
     }
 }
 
@@ -168,6 +172,103 @@ fn a_workspace_filled_past_the_memory_limit_kills_the_command_and_the_session_re
     );
     assert_eq!(results[5]["exit_code"], json!(0), "{}", results[5]);
     assert_eq!(results[5]["stdout"], json!("alive\nstill here\n"));
+}
+
+/// HOME, `/tmp` and `/dev/shm` are directories of one scratch tmpfs (one filesystem a
+/// sandbox, not three: see `mounts::scratch_bytes`), each bound at its place. From one of them
+/// no name leads into another: a hard link or a rename between them fails (EXDEV: they are
+/// different mounts), `..` of each is the sandbox's own root, and the mount table names each
+/// by its own directory only. Their room is shared and bounded: `/tmp` filled ends in ENOSPC
+/// at the three rooms' total (8 MiB each here), with the workspace, on its own tmpfs, still
+/// writable and the root still read-only.
+#[test]
+fn the_private_directories_share_a_filesystem_but_no_path_leads_from_one_to_another() {
+    if !ready(RunAs::Caller) {
+        return;
+    }
+    let policy = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/policies/default.toml"
+    ))
+    .unwrap()
+    .replace("tmp_size = \"256MiB\"", "tmp_size = \"8MiB\"");
+    let tasks = Tasks::new(Some(&policy));
+    let probe = r#"
+import errno, os
+open('/root/secret', 'w').write('home')
+open('/dev/shm/secret', 'w').write('shm')
+for name, act in [
+    ('LINK_HOME_TO_TMP', lambda: os.link('/root/secret', '/tmp/l')),
+    ('RENAME_SHM_TO_TMP', lambda: os.rename('/dev/shm/secret', '/tmp/r')),
+    ('LINK_TMP_TO_WORKSPACE', lambda: os.link('/dev/shm/secret', 'l')),
+]:
+    try:
+        act(); print(name, 'OK')
+    except OSError as e:
+        print(name, 'FAILED', errno.errorcode[e.errno])
+root = os.stat('/')
+for d in ['/tmp', '/root', '/dev/shm']:
+    up = os.stat(d + '/..')
+    print(d, 'PARENT', 'ROOT' if d != '/dev/shm' and (up.st_dev, up.st_ino) == (root.st_dev, root.st_ino) else 'DEV' if d == '/dev/shm' and os.path.samestat(up, os.stat('/dev')) else 'ELSEWHERE')
+print('MOUNTS', sorted(l.split()[3] for l in open('/proc/self/mountinfo') if l.split()[4] in ('/tmp', '/root', '/dev/shm', '/dev', '/')))
+"#;
+    let fill = "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1 | head -1; \
+                echo FILLED $(($(wc -c < /tmp/fill) / 1048576)); \
+                echo after > after.txt && echo WORKSPACE OK; \
+                touch /x 2>/dev/null && echo ROOT WRITABLE || echo ROOT READ-ONLY";
+    let calls = [
+        exec(&format!("exec python3 -c {}", shell_quote(probe))),
+        exec(fill),
+    ];
+    let ran = run_task(
+        &tasks,
+        "manifest",
+        &calls,
+        &[],
+        RunAs::Caller,
+        Duration::from_secs(60),
+    );
+    let results = ran.results();
+    assert_eq!(results.len(), 2, "{}", ran.describe());
+    let probed = results[0]["stdout"].as_str().unwrap_or("");
+    for name in [
+        "LINK_HOME_TO_TMP",
+        "RENAME_SHM_TO_TMP",
+        "LINK_TMP_TO_WORKSPACE",
+    ] {
+        assert!(
+            probed.contains(&format!("{name} FAILED EXDEV")),
+            "{name}: {}",
+            results[0]
+        );
+    }
+    for dir in [
+        "/tmp PARENT ROOT",
+        "/root PARENT ROOT",
+        "/dev/shm PARENT DEV",
+    ] {
+        assert!(probed.contains(dir), "{dir}: {}", results[0]);
+    }
+    assert!(
+        probed.contains("MOUNTS ['/rw/area!', '/rw/area!dev', '/rw/area!dev!shm', '/rw/area!root', '/rw/area!tmp']"),
+        "each bound from its own directory: {}",
+        results[0]
+    );
+    let filled = results[1]["stdout"].as_str().unwrap_or("");
+    let mib: u64 = filled
+        .lines()
+        .find_map(|l| l.strip_prefix("FILLED "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    // Three rooms of 8 MiB, the scratch's own 1 MiB and /dev's 64 KiB, less what is in use.
+    assert!(
+        (20..=26).contains(&mib),
+        "{mib} MiB in /tmp: {}",
+        results[1]
+    );
+    assert!(filled.contains("No space left"), "{}", results[1]);
+    assert!(filled.contains("WORKSPACE OK"), "{}", results[1]);
+    assert!(filled.contains("ROOT READ-ONLY"), "{}", results[1]);
 }
 
 // ---------------------------------------------------------------------------

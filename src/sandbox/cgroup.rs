@@ -6,12 +6,18 @@
 //! cgroup is created before the sandbox starts, the sandbox's first process joins it before it
 //! runs anything, and [`RunCgroup`] removes it on drop (after killing what is left in it).
 //!
-//! On cgroup v1 the commands have a memory cgroup of their own below the run's
-//! ([`COMMANDS`]), limited to the policy's memory; the run's is [`INIT_RESERVE`] larger, and
-//! the init stays in it. A command's pages, and the tmpfs pages it writes (which belong to no
-//! process and outlive it), are charged to the commands' cgroup, so the init always has room to
-//! start the next command: with one cgroup, a `/tmp` filled to the limit left the init, the
-//! only process, as the OOM killer's choice when it cloned a command, and the session ended.
+//! On cgroup v1 the sandbox's init joins the run's pids cgroup only: its memory stays charged
+//! to envcraft's own memory cgroup, and the run's memory cgroup, limited to the policy's memory,
+//! holds its commands ([`RunCgroup::open_commands_membership_file`]: each command moves itself
+//! in before it runs). A command's pages, and the tmpfs pages it writes (which belong to no
+//! process and outlive it), are charged there, so the OOM killer acting in the run's cgroup
+//! never has the init to choose: with the init in it, a `/tmp` filled to the limit left the
+//! init, the only process, as its choice when it cloned a command, and the session ended. One
+//! memory cgroup a run, not one for the init and one below it for the commands: each memory
+//! cgroup costs the kernel a slab object per 64 filesystems mounted on the machine (its
+//! shrinkers' state), the largest part of an idle session's memory at thousands of sessions.
+//! What the init itself holds (its few pages, the mounts and namespaces it made, a fork's
+//! copy of its parent's changes) is envcraft's, bounded by envcraft, not by the policy.
 //!
 //! On cgroup v1 an empty run cgroup is parked for the next run instead (renamed `spare-*`, at
 //! most [`SPARES_MAX`] per hierarchy), and a run takes a parked one before it makes one: making
@@ -32,11 +38,9 @@ const V1_PIDS: &str = "/sys/fs/cgroup/pids";
 const V1_MEMORY: &str = "/sys/fs/cgroup/memory";
 /// Most empty cgroups kept for reuse in one v1 hierarchy.
 pub const SPARES_MAX: usize = 16;
-/// The commands' memory cgroup below a run's (v1).
-pub const COMMANDS: &str = "commands";
-/// What the run's memory cgroup holds beyond the commands' limit, for the init alone (v1): far
-/// more than a command's clone (its task and kernel stack) and the init's own few pages.
-pub const INIT_RESERVE: u64 = 8 << 20;
+/// The commands' memory cgroup that earlier envcraft made below a run's on v1: removed with the
+/// run's where a cgroup parked by one still has it.
+const OLD_COMMANDS: &str = "commands";
 /// The name prefix of a parked cgroup (never an `envcraft-*` name, which the sweeper of killed
 /// runs' cgroups removes once old and empty: see `stale`).
 const SPARE_PREFIX: &str = "spare-";
@@ -135,7 +139,7 @@ impl RunCgroup {
                 fs::create_dir(&dir).map_err(err(&dir))?;
             }
             self.created.push(dir.clone());
-            if let Err(e) = apply_all_limits(&dir, &limits, reused) {
+            if let Err(e) = apply_limits(&dir, &limits, reused) {
                 if !reused {
                     return Err(e);
                 }
@@ -143,65 +147,59 @@ impl RunCgroup {
                 // limit: a new cgroup instead.
                 remove_run_dir(&dir).map_err(err(&dir))?;
                 fs::create_dir(&dir).map_err(err(&dir))?;
-                apply_all_limits(&dir, &limits, false)?;
+                apply_limits(&dir, &limits, false)?;
             }
         }
         Ok(())
     }
 
-    /// The membership files the sandbox writes `0` to, to move itself in (see [`join_self`]),
-    /// opened for writing here: the sandbox cannot see /sys by the time it joins, and the
-    /// kernel checks the opener's credentials.
+    /// The membership files the sandbox's init writes `0` to, to move itself in (see
+    /// [`join_self`]), opened for writing here: the sandbox cannot see /sys by the time it
+    /// joins, and the kernel checks the opener's credentials. On v1 the init joins no memory
+    /// cgroup (see the module's text).
     pub fn open_membership_files(&self) -> Result<Vec<fs::File>, CgroupError> {
-        let file = match self.limits.support {
-            CgroupSupport::V1 => "tasks",
-            _ => "cgroup.procs",
-        };
         self.created
             .iter()
-            .map(|d| {
-                let path = d.join(file);
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(err(&path))
-            })
+            .filter(|d| Some(d.as_path()) != self.commands_dir())
+            .map(|d| self.open_membership(d))
             .collect()
     }
 
-    /// The membership file of the commands' memory cgroup (v1, see [`COMMANDS`]), opened for
-    /// writing as [`RunCgroup::open_membership_files`]; `None` where commands share the run's.
+    /// The membership file of the memory cgroup that each command moves itself into apart
+    /// from its init (v1's run memory cgroup, see the module's text), opened for writing as
+    /// [`RunCgroup::open_membership_files`]; `None` where commands share the init's cgroups.
     pub fn open_commands_membership_file(&self) -> Result<Option<fs::File>, CgroupError> {
-        let Some(dir) = self.commands_dir() else {
-            return Ok(None);
-        };
-        let path = dir.join("tasks");
+        self.commands_dir()
+            .map(|dir| self.open_membership(dir))
+            .transpose()
+    }
+
+    /// The membership files a command without an init joins (the `Host` backend's): all of
+    /// the run's.
+    pub fn open_command_membership_files(&self) -> Result<Vec<fs::File>, CgroupError> {
+        self.created
+            .iter()
+            .map(|d| self.open_membership(d))
+            .collect()
+    }
+
+    fn open_membership(&self, dir: &Path) -> Result<fs::File, CgroupError> {
+        let path = dir.join(match self.limits.support {
+            CgroupSupport::V1 => "tasks",
+            _ => "cgroup.procs",
+        });
         fs::OpenOptions::new()
             .write(true)
             .open(&path)
-            .map(Some)
             .map_err(err(&path))
     }
 
-    /// The membership files a command without an init joins (the `Host` backend's): the
-    /// run's, the commands' memory cgroup in place of the run's memory cgroup where it has one.
-    pub fn open_command_membership_files(&self) -> Result<Vec<fs::File>, CgroupError> {
-        let mut files = self.open_membership_files()?;
-        if let Some(commands) = self.open_commands_membership_file()? {
-            let memory = self.created.iter().position(|d| d.starts_with(V1_MEMORY));
-            if let Some(i) = memory {
-                files[i] = commands;
-            }
-        }
-        Ok(files)
-    }
-
-    /// The run's memory cgroup's [`COMMANDS`] child (v1, once created).
-    fn commands_dir(&self) -> Option<PathBuf> {
+    /// The run's v1 memory cgroup (once created), which holds the commands but not the init.
+    fn commands_dir(&self) -> Option<&Path> {
         (self.limits.support == CgroupSupport::V1)
             .then(|| self.created.iter().find(|d| d.starts_with(V1_MEMORY)))
             .flatten()
-            .map(|d| d.join(COMMANDS))
+            .map(PathBuf::as_path)
     }
 
     /// The membership files of the cgroups this process is in, one per hierarchy of the run's
@@ -253,15 +251,9 @@ impl RunCgroup {
     /// compare two readings, never one with zero.
     pub fn oom_kills(&self) -> Option<u64> {
         match self.limits.support {
-            // v1 counts a kill in the victim's own cgroup only: the init's or the commands'.
-            CgroupSupport::V1 => {
-                let dir = self.created.iter().find(|d| d.starts_with(V1_MEMORY))?;
-                let count = |d: &Path| {
-                    oom_kill_count(&fs::read_to_string(d.join("memory.oom_control")).ok()?)
-                };
-                let commands = self.commands_dir().as_deref().and_then(count).unwrap_or(0);
-                Some(count(dir)? + commands)
-            }
+            CgroupSupport::V1 => oom_kill_count(
+                &fs::read_to_string(self.commands_dir()?.join("memory.oom_control")).ok()?,
+            ),
             CgroupSupport::V2 => oom_kill_count(
                 &fs::read_to_string(self.created.first()?.join("memory.events")).ok()?,
             ),
@@ -322,31 +314,9 @@ pub fn join_self(files: Vec<std::os::fd::OwnedFd>) -> io::Result<()> {
     Ok(())
 }
 
-/// Write the run's limits into `dir` and, for a v1 memory cgroup, make its [`COMMANDS`] child
-/// (kept in a parked cgroup) with the policy's limit, `dir` holding [`INIT_RESERVE`] more.
-fn apply_all_limits(dir: &Path, limits: &CgroupLimits, reused: bool) -> Result<(), CgroupError> {
-    if limits.support != CgroupSupport::V1 || !dir.starts_with(V1_MEMORY) {
-        return apply_limits(dir, limits, reused);
-    }
-    let run = CgroupLimits {
-        memory_bytes: limits.memory_bytes.saturating_add(INIT_RESERVE),
-        ..*limits
-    };
-    // The parent's limit first: a child's is bounded by it, and a smaller parent limit could
-    // not be written under what the child holds.
-    apply_limits(dir, &run, reused)?;
-    let commands = dir.join(COMMANDS);
-    let made = match fs::create_dir(&commands) {
-        Ok(()) => true,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(err(&commands)(e)),
-    };
-    apply_limits(&commands, limits, reused && !made)
-}
-
-/// Remove a run's cgroup directory, its [`COMMANDS`] child first.
+/// Remove a run's cgroup directory, a child [`OLD_COMMANDS`] first.
 pub(super) fn remove_run_dir(dir: &Path) -> io::Result<()> {
-    match fs::remove_dir(dir.join(COMMANDS)) {
+    match fs::remove_dir(dir.join(OLD_COMMANDS)) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -426,8 +396,8 @@ fn park(dir: &Path) -> bool {
         return false;
     };
     let empty = |d: &Path| matches!(fs::read_to_string(d.join("tasks")), Ok(t) if t.is_empty());
-    let commands = dir.join(COMMANDS);
-    if !empty(dir) || commands.exists() && !empty(&commands) {
+    let old = dir.join(OLD_COMMANDS);
+    if !empty(dir) || old.exists() && !empty(&old) {
         return false;
     }
     let parked = fs::read_dir(parent).map(|entries| {

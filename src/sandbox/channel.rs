@@ -43,8 +43,9 @@ pub enum Report {
     /// envcraft; none without cgroups): the first `join` are the run's, to write `0` to now
     /// (moving in); any after them are those of the cgroups envcraft itself is in, to move
     /// back to at `Shutdown`, so that the run's cgroup can be removed before the init's exit.
-    /// With `commands`, the descriptor right after the first `join` is the commands' memory
-    /// cgroup's (see `cgroup::COMMANDS`), which each command moves itself into.
+    /// With `commands`, the descriptor right after the first `join` is that of the memory
+    /// cgroup each command moves itself into (v1's run memory cgroup, which the init does not
+    /// join: see `cgroup`).
     LimitsReady { join: usize, commands: bool },
     /// envcraft → init, with three descriptors (stdin, stdout, stderr): run a command. With
     /// `last`, the init ends the sandbox as soon as it has reported this command's end, as

@@ -9,9 +9,9 @@
 //! |---|-----|------|----------|
 //! | 1 | init | start the network namespace's helper ([`super::netns`]); reset ignored signals to their defaults; wait for `Start` (the plan and the state directory), set the hostname, compile the seccomp program, become uid/gid 0 of the namespace, drop supplementary groups | the init is cloned before envcraft plans the run ([`super::live::Prestart`]), so that the namespaces, the network one above all, are made while it plans; the parent writes the uid/gid maps before `Start`: only then do our credentials mean the mapped host user (the template's owner under root) rather than envcraft's. The helper is started on the guess that the plan wants a network namespace (the policy's network mode says so); a wrong guess is put right once the plan is here |
 //! | 2 | init | make `/` private (recursive), before `Start` in step 1 | no mount made below may propagate to the host; it needs neither the plan nor a uid/gid map, so it overlaps the parent's planning |
-//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, the masks (an empty file, an empty directory of mode 000), the files that name the machine with the policy's values (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`), then read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each |
+//! | 3 | init | scratch tmpfs over the state dir: the mountpoints, a writable part bound on itself holding a directory each for the root, HOME, `/tmp`, `/dev` and `/dev/shm`, the masks (an empty file, an empty directory of mode 000), the files that name the machine with the policy's values (`/etc/hostname`, `/etc/hosts`, `/etc/machine-id`), then the rest read-only, nosuid, nodev, noexec; layer tmpfs (size = workspace limit) in it | the host sees one empty directory per run; upper/work live in memory owned by this sandbox: a disk fill hits ENOSPC here, never the host disk; a bind takes its source mount's flags, so the masks bound from the scratch are read-only without a remount each; two filesystems, not seven: each one on the machine costs every memory cgroup kernel memory (see `mounts::scratch_bytes`) |
 //! | 4 | init | bind each template layer read-only at `lowerN` (or attach the idmapped tree envcraft made of it, see [`super::idmap`]); their union at `view` | the overlay's lower layers can never be written, whatever overlayfs does; the view is what changes are measured against; an idmapped layer shows its root-owned files as the sandbox's root's while the sandbox's root is no host root |
-//! | 5 | init | root tmpfs (or, from an image, a read-only bind of the store's layers and their overlay, see [`super::image_root`]) and the plan's mount steps | binds, masks, tmpfs, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
+//! | 5 | init | the root bound from the scratch (or, from an image, a read-only bind of the store's layers and their overlay, see [`super::image_root`]) and the plan's mount steps | binds, masks, private directories, /dev, workspace overlay, aliases, /proc (last: needs the new PID namespace, and must precede pivot_root while the host's /proc is still visible to the kernel's check) |
 //! | 6 | init | send the layer, workspace root and template view descriptors to the parent, keeping its own copies | the parent reads the upper layer after the sandbox is gone; a parent holding thousands of sandboxes gives its copies back and asks for them again (`HandOver`, see `handback`) |
 //! | 7 | init | hostname (set in step 1, reported here); join the network namespace the helper made meanwhile, with loopback up (`setns`) | the helper needs neither the plan nor a uid/gid map: it overlaps the parent's planning and steps 1-6 (a network namespace costs more than the clone into all the others); joined before anything runs in the sandbox and before the init restricts itself (seccomp refuses setns) |
 //! | 8 | init | pivot_root + detach the old root | afterwards no path leads to the host |
@@ -103,6 +103,19 @@ impl StateDirs {
     }
     pub fn root(&self) -> PathBuf {
         self.base.join("root")
+    }
+    /// The scratch tmpfs's writable part, bound on itself before the scratch is made
+    /// read-only: the sandbox's own root (without an image), the plan's private directories
+    /// (HOME, `/tmp`), `/dev` and `/dev/shm`, each bound at its place (see
+    /// [`super::mounts::scratch_bytes`]).
+    pub fn writable(&self) -> PathBuf {
+        self.base.join("rw")
+    }
+    /// Where the private directory of sandbox path `path` is kept (named as
+    /// [`StateDirs::generated`] names its files), or that of the root (`/`).
+    pub fn area(&self, path: &Path) -> PathBuf {
+        let name = path.to_string_lossy().replace('/', "!");
+        self.writable().join(format!("area{name}"))
     }
     /// The empty file bound over masked files.
     pub fn mask_file(&self) -> PathBuf {
@@ -287,17 +300,20 @@ fn receive_plan(channel: &Channel, network: Option<netns::Making>) -> Result<Ini
 /// Step 3: A scratch tmpfs over the (empty) state directory holds the mountpoints below, so the host
 /// sees one directory made and removed per run; the layer tmpfs in it (sized by the workspace
 /// limit) holds the overlay's upper and work directories (or the copy): a disk fill ends in
-/// ENOSPC there, never on the host's disk. Then the masks and the generated files, and the
-/// scratch becomes read-only, nosuid, nodev and noexec: a bind mount takes the flags of the
+/// ENOSPC there, never on the host's disk. The scratch also holds, in its writable part, the
+/// sandbox's root, HOME, `/tmp`, `/dev` and `/dev/shm` (one filesystem for all of them: see
+/// [`super::mounts::scratch_bytes`]). Then the masks and the generated files, and the rest of
+/// the scratch becomes read-only, nosuid, nodev and noexec: a bind mount takes the flags of the
 /// mount it comes from, so what is bound from it needs no remount of its own.
 fn make_scratch(init: &Init) -> Result<(), StepError> {
     let (plan, dirs) = (&*init.plan, &init.dirs);
+    let opts = format!("size={},mode=0700", super::mounts::scratch_bytes(plan));
     mount(
         Some("envcraft-scratch"),
         &dirs.base,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("size=1m,mode=0700"),
+        Some(opts.as_str()),
     )
     .step("mount the scratch tmpfs")?;
     for dir in [dirs.layer(), dirs.view(), dirs.root()]
@@ -306,6 +322,7 @@ fn make_scratch(init: &Init) -> Result<(), StepError> {
     {
         fs::create_dir(&dir).step("create the mountpoints")?;
     }
+    super::mounts::make_writable_areas(plan, dirs)?;
     let layer = dirs.layer();
     let layer_opts = format!("size={},mode=0700", plan.workspace_bytes);
     mount(
@@ -405,9 +422,10 @@ fn bind_template(init: &mut Init) -> Result<(), StepError> {
     merged.step("merge the template layers")
 }
 
-/// Step 5: The root tmpfs and the plan's mount steps: binds, masks, tmpfs, /dev, the workspace
-/// (overlay, copy or read-only) and its aliases, /proc last (it needs the new PID namespace,
-/// and must precede pivot_root while the host's /proc is still visible to the kernel's check).
+/// Step 5: The root (without an image, a directory of the scratch's writable part) and the
+/// plan's mount steps: binds, masks, private directories, /dev, the workspace (overlay, copy or
+/// read-only) and its aliases, /proc last (it needs the new PID namespace, and must precede
+/// pivot_root while the host's /proc is still visible to the kernel's check).
 fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
     let root = init.dirs.root();
     match &init.plan.image {
@@ -424,14 +442,7 @@ fn build_root(init: &mut Init) -> Result<WorkspaceKind, StepError> {
             };
             super::mounts::mount_image_root(&init.dirs, image, tree)?
         }
-        None => mount(
-            Some("envcraft-root"),
-            &root,
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some("size=1m,mode=0755"),
-        )
-        .step("mount the root tmpfs")?,
+        None => bind(&init.dirs.area(Path::new("/")), &root, false).step("bind the root")?,
     }
     let seed = seed_path(init);
     let seed = seed.as_ref().map(|(path, kind)| (path.as_path(), *kind));

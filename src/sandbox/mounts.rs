@@ -104,15 +104,79 @@ pub(super) fn make_mountpoint(target: &Path, dir: bool) -> io::Result<()> {
     }
 }
 
-pub(super) fn tmpfs(target: &Path, bytes: u64, mode: u32, extra: MsFlags) -> nix::Result<()> {
-    let opts = format!("size={bytes},mode={mode:o}");
-    mount(
-        Some("tmpfs"),
-        target,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
-        Some(opts.as_str()),
-    )
+/// What the sandbox's root holds without an image (the mountpoints and links of the plan).
+const ROOT_BYTES: u64 = 1 << 20;
+/// What the scratch's read-only part holds (the masks and the generated files).
+const SCRATCH_BYTES: u64 = 1 << 20;
+/// What `/dev` holds (device node mountpoints and links).
+const DEV_BYTES: u64 = 64 << 10;
+
+/// The size of the scratch tmpfs: its own files, the root's, and the room of each private
+/// directory of the plan (HOME and `/tmp`, each [`MountStep::Tmpfs`]'s `bytes`), of `/dev` and
+/// of `/dev/shm`. One filesystem, not one each: every filesystem instance on the machine costs
+/// every memory cgroup a slot in its shrinkers' state, so that a session's filesystems cost
+/// memory in proportion to the sessions the machine holds (see `bench/README.md`, "Ten
+/// thousand sessions"). The private directories therefore share their room: one can hold
+/// what the others leave (their total stays bounded, as the run's memory limit bounds them).
+pub(super) fn scratch_bytes(plan: &super::plan::Plan) -> u64 {
+    let root = if plan.image.is_none() { ROOT_BYTES } else { 0 };
+    plan.mounts
+        .iter()
+        .map(|step| match step {
+            MountStep::Tmpfs { bytes, .. } => *bytes,
+            MountStep::Dev { shm_bytes } => DEV_BYTES.saturating_add(*shm_bytes),
+            _ => 0,
+        })
+        .fold(SCRATCH_BYTES.saturating_add(root), u64::saturating_add)
+}
+
+/// Step 3: the scratch's writable part, bound on itself before the rest of the scratch is made
+/// read-only (a bind keeps its own flags: read-write, nosuid, nodev), and in it a directory for
+/// the root (without an image), each private directory (with its mode), `/dev` and `/dev/shm`.
+pub(super) fn make_writable_areas(
+    plan: &super::plan::Plan,
+    dirs: &StateDirs,
+) -> Result<(), StepError> {
+    use std::os::unix::fs::PermissionsExt;
+    let writable = dirs.writable();
+    fs::create_dir(&writable).step("create the scratch's writable part")?;
+    bind(&writable, &writable, false).step("bind the scratch's writable part")?;
+    let mut areas: Vec<(PathBuf, u32)> = Vec::new();
+    if plan.image.is_none() {
+        areas.push((PathBuf::from("/"), 0o755));
+    }
+    for step in &plan.mounts {
+        match step {
+            MountStep::Tmpfs { path, mode, .. } => areas.push((path.clone(), *mode)),
+            MountStep::Dev { .. } => {
+                areas.push((PathBuf::from("/dev"), 0o755));
+                areas.push((PathBuf::from("/dev/shm"), 0o1777));
+            }
+            _ => {}
+        }
+    }
+    for (path, mode) in areas {
+        let area = dirs.area(&path);
+        fs::create_dir(&area).step(&format!("create the room of {}", path.display()))?;
+        fs::set_permissions(&area, fs::Permissions::from_mode(mode))
+            .step(&format!("set the mode of {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Bind the room `area` of the scratch's writable part at `target` (made as a directory),
+/// noexec where asked (a remount of the bind: the flag is this mount's own).
+fn bind_area(area: &Path, target: &Path, noexec: bool) -> nix::Result<()> {
+    bind(area, target, false)?;
+    if noexec {
+        let flags = MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | MsFlags::MS_NOEXEC;
+        mount(None::<&str>, target, None::<&str>, flags, None::<&str>)?;
+    }
+    Ok(())
 }
 
 pub(super) fn apply_mount(
@@ -164,13 +228,13 @@ pub(super) fn apply_mount(
             bind(&dirs.generated(path), &below(root, path), false)
                 .step(&format!("show the policy's {}", path.display()))
         }
-        MountStep::Tmpfs { path, bytes, mode } => {
+        MountStep::Tmpfs { path, .. } => {
             let target = below(root, path);
             fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
-            tmpfs(&target, *bytes, *mode, MsFlags::empty())
-                .step(&format!("mount tmpfs on {}", path.display()))
+            bind_area(&dirs.area(path), &target, false)
+                .step(&format!("bind the private {}", path.display()))
         }
-        MountStep::Dev { shm_bytes } => mount_dev(root, *shm_bytes),
+        MountStep::Dev { .. } => mount_dev(root, dirs),
         MountStep::WorkspaceAlias { path } => {
             let target = below(root, path);
             fs::create_dir_all(&target).step(&format!("create {}", path.display()))?;
@@ -244,10 +308,10 @@ pub(super) fn apply_mount(
     }
 }
 
-pub(super) fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
+pub(super) fn mount_dev(root: &Path, dirs: &StateDirs) -> Result<(), StepError> {
     let dev = root.join("dev");
     fs::create_dir_all(&dev).step("create /dev")?;
-    tmpfs(&dev, 64 * 1024, 0o755, MsFlags::MS_NOEXEC).step("mount /dev")?;
+    bind_area(&dirs.area(Path::new("/dev")), &dev, true).step("bind /dev")?;
     for name in DEVICES {
         let host = Path::new("/dev").join(name);
         if host.exists() {
@@ -273,7 +337,7 @@ pub(super) fn mount_dev(root: &Path, shm_bytes: u64) -> Result<(), StepError> {
     }
     let shm = dev.join("shm");
     fs::create_dir(&shm).step("create /dev/shm")?;
-    tmpfs(&shm, shm_bytes, 0o1777, MsFlags::MS_NOEXEC).step("mount /dev/shm")
+    bind_area(&dirs.area(Path::new("/dev/shm")), &shm, true).step("bind /dev/shm")
 }
 
 /// Step 5, from an image: the store's layers directory bound read-only at `image` in the state
