@@ -3,8 +3,9 @@
 //! network (a root filesystem of Debian's static busybox, `podman import`ed into a Podman
 //! storage of the test's own); a Harbor task whose Dockerfile `RUN`s a step, built on the fly
 //! (oracle 1.0, no action 0.0, built once); a task whose `docker_image` is pushed with skopeo
-//! into a real `docker-registry` on 127.0.0.1 and pulled on the fly; a failing `RUN` step; and,
-//! with a PATH lacking the builders, the refusal naming them.
+//! into a real `docker-registry` on 127.0.0.1 and pulled on the fly, and so is the `FROM` of a
+//! Dockerfile without builder steps; `verify` and `tools` of a task building its image as `run`
+//! does; a failing `RUN` step; and, with a PATH lacking the builders, the refusal naming them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -423,6 +424,59 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
 }
 
 #[test]
+fn verify_and_tools_of_a_harbor_task_build_its_image_as_run_does() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    let task = write_task(
+        &world.path().join("built"),
+        "",
+        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
+    );
+    let t = task.to_str().unwrap();
+    // The final workspace of an agent that did the task: its grader (tests/test.sh) passes only
+    // over the built image, which alone has /opt/x.
+    let ws = world.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    fs::write(ws.join("answer"), "done\n").unwrap();
+    let ws_arg = ws.to_str().unwrap();
+    let (code, out, err) = world.envcraft(&["verify", t, "--workspace", ws_arg, "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(
+        err.contains("built by podman into the image `harbor-built:"),
+        "{err}"
+    );
+    fs::remove_file(ws.join("answer")).unwrap();
+    let (_, out, err) = world.envcraft(&["verify", t, "--workspace", ws_arg, "--json"], None);
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    assert!(err.contains("is unchanged since it was built"), "{err}");
+
+    let (code, out, err) = world.envcraft(&["tools", t, "--format", "json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let tools: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "exec"),
+        "{tools}"
+    );
+    assert!(err.contains("is unchanged since it was built"), "{err}");
+
+    // Without a builder and with an empty store, `tools` refuses as `run` does.
+    let fresh = world.path().join("fresh-state");
+    let (code, out, err) = world.envcraft(
+        &["tools", t, "--state-dir", fresh.to_str().unwrap()],
+        Some(&world.no_builders()),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("no image builder is installed"), "{err}");
+}
+
+#[test]
 fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
     if !ready(&[]) {
         return;
@@ -566,6 +620,55 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     );
 
     let err = no_actions_score_nothing(&world, t);
+    assert!(!err.contains("pulled into"), "pulled again: {err}");
+
+    // A Dockerfile without builder steps over an image the store lacks: its FROM pulled as
+    // docker_image is, the COPY steps' files in the workspace, no builder needed.
+    let plain = write_task(
+        &world.path().join("plain"),
+        "",
+        &[
+            (
+                "Dockerfile",
+                &format!("FROM {reference}\nWORKDIR /app\nCOPY seed.txt ./\nENV GREETING=hi\n"),
+            ),
+            ("seed.txt", "seed\n"),
+        ],
+    );
+    fs::write(
+        plain.join("task.toml"),
+        "schema_version = \"1.4\"\n\n[environment]\nnetwork_mode = \"no-network\"\n\n[verifier.env]\nSEED = \"seed\"\n",
+    )
+    .unwrap();
+    let fresh = world.path().join("plain-state");
+    let p = plain.to_str().unwrap();
+    let state_arg = fresh.to_str().unwrap();
+    let (code, out, err) = world.envcraft(
+        &["run", p, "--json", "--state-dir", state_arg],
+        Some(&world.no_builders()),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "Dockerfile's FROM image `{reference}` pulled into envcraft's image store; the environment names it pinned: {pinned}"
+        )),
+        "{err}"
+    );
+    let (code, out, err) = world.envcraft(
+        &[
+            "run",
+            p,
+            "--json",
+            "--state-dir",
+            state_arg,
+            "--actions",
+            world.path().join("none.jsonl").to_str().unwrap(),
+        ],
+        Some(&world.no_builders()),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
     assert!(!err.contains("pulled into"), "pulled again: {err}");
 
     // A tag the registry lacks: a clear error before start, naming the registry's answer.

@@ -1,5 +1,6 @@
 //! Flags shared by the subcommands that open a task (`run`, `shell`, `tools`, `record`,
-//! `verify`), and how the task they name is opened.
+//! `verify`, `mcp`), and how the task they name is opened: a foreign task imported on the fly,
+//! a Harbor task's image pulled or built ([`TaskArgs::open`]).
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -178,6 +179,16 @@ impl Deref for OpenedTask {
 }
 
 impl TaskArgs {
+    /// The task named on the command line, its image brought into the store under
+    /// `state_root` (a Harbor task's pulled or built) or refused when it cannot be: see
+    /// [`OpenedTask::check_image`]. What every subcommand but `run` (which opens its agent's
+    /// options between the two) uses.
+    pub fn open(&self, state_root: &Path) -> Result<OpenedTask, Error> {
+        let mut task = self.load()?;
+        task.check_image(state_root)?;
+        Ok(task)
+    }
+
     /// The task named on the command line: an envcraft task directory or ENV/TASK_ID, else
     /// a foreign task imported on the fly (its prompt and grader unchanged).
     pub fn load(&self) -> Result<OpenedTask, Error> {
