@@ -695,3 +695,78 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("base=host"), "{err}");
 }
+
+#[test]
+fn gc_removes_killed_builds_leftovers_past_the_grace_and_never_a_build_in_progress() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    // Builder images as killed builds leave them: two made long ago (`--timestamp 0`), one of
+    // them a build in progress (its scratch directory's lock held), and one made just now.
+    let ctx = world.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    for (tag, step) in [
+        ("localhost/envcraft-build-1-old", "echo old"),
+        ("localhost/envcraft-build-3-busy", "echo busy"),
+    ] {
+        fs::write(ctx.join("Dockerfile"), format!("FROM {BASE}\nRUN {step}\n")).unwrap();
+        let out = world.podman(&[
+            "build",
+            "--timestamp",
+            "0",
+            "-t",
+            tag,
+            ctx.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "podman build: {}", stderr(&out));
+    }
+    let out = world.podman(&["tag", BASE, "localhost/envcraft-build-2-young"]);
+    assert!(out.status.success(), "podman tag: {}", stderr(&out));
+    let builds = world.state().join("images/builds");
+    for dir in [".build-Busy", ".build-dead", ".build-fresh"] {
+        fs::create_dir_all(builds.join(dir)).unwrap();
+    }
+    let lock = fs::File::create(builds.join(".build-Busy/lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns; released when `lock` is dropped.
+    let held = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(held, 0, "flock: {}", std::io::Error::last_os_error());
+    let out = Command::new("touch")
+        .args(["-d", "3 hours ago"])
+        .arg(builds.join(".build-dead"))
+        .arg(builds.join(".build-Busy"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "touch: {}", stderr(&out));
+    let (code, out, err) = world.envcraft(&["image", "gc", "--json"], None);
+    drop(lock);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["build_images_removed"],
+        serde_json::json!(["localhost/envcraft-build-1-old:latest"]),
+        "{report}"
+    );
+    let kept = report["build_images_kept"].to_string();
+    for name in ["envcraft-build-2-young", "envcraft-build-3-busy"] {
+        assert!(kept.contains(name), "{name} not kept: {report}");
+    }
+    assert_eq!(report["build_dirs_removed"], 1, "{report}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    let images = world.podman_images();
+    assert!(!images.contains("envcraft-build-1-old"), "{images}");
+    assert!(images.contains("envcraft-build-2-young") && images.contains("envcraft-build-3-busy"));
+    assert!(!builds.join(".build-dead").exists());
+    assert!(builds.join(".build-Busy").exists() && builds.join(".build-fresh").exists());
+    // The base image, not a build's, is never looked at.
+    assert!(images.contains("envcraft-test-busybox"), "{images}");
+
+    // With the lock free, the busy one is a killed build's too; the young one stays.
+    let (code, out, err) = world.envcraft(&["image", "gc"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("removed 1 builder images and 1 build directories left by killed builds; 1 builder images kept"),
+        "{out}"
+    );
+    assert!(!world.podman_images().contains("envcraft-build-3-busy"));
+}
