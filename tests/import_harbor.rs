@@ -159,13 +159,11 @@ fn a_from_image_the_store_does_not_hold_and_cannot_pull_is_refused_before_start(
     let (code, out, err) = contained(&["run", task.to_str().unwrap(), "--json"]);
     assert_eq!(code, 125, "{out}\n{err}");
     assert!(out.is_empty(), "a run started: {out}");
-    for words in [
-        &format!(
-            "its Dockerfile's FROM image `{from}` is not in envcraft's image store and could not be pulled"
-        ),
-        "--base host",
-    ] {
-        assert!(err.contains(&words), "{words:?} not in: {err}");
+    let refusal = format!(
+        "its Dockerfile's FROM image `{from}` is not in envcraft's image store and could not be pulled"
+    );
+    for words in [refusal.as_str(), "--base host"] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
     }
     // An import tries the pull too: the task is skipped, with why, and nothing is written.
     let dest = dir.path().join("out");

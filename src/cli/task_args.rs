@@ -64,8 +64,7 @@ impl BaseArg {
 
 /// Bring an imported task's image into the store when it lacks it and the task says how (a
 /// Harbor task's `docker_image` pulled, its Dockerfile built; said on stderr), then refuse,
-/// before anything starts, a task whose image the store neither holds nor can pull (a Harbor
-/// task's `FROM` without `--base host`).
+/// before anything starts, a task whose image the store neither holds nor can pull.
 pub fn check_image(
     imported: &mut crate::import::ImportedTask,
     state_root: &Path,
