@@ -3,8 +3,9 @@
 //! network (a root filesystem of Debian's static busybox, `podman import`ed into a Podman
 //! storage of the test's own); a Harbor task whose Dockerfile `RUN`s a step, built on the fly
 //! (oracle 1.0, no action 0.0, built once); a task whose `docker_image` is pushed with skopeo
-//! into a real `docker-registry` on 127.0.0.1 and pulled on the fly; a failing `RUN` step; and,
-//! with a PATH lacking the builders, the refusal naming them.
+//! into a real `docker-registry` on 127.0.0.1 and pulled on the fly, and so is the `FROM` of a
+//! Dockerfile without builder steps; `verify` and `tools` of a task building its image as `run`
+//! does; a failing `RUN` step; and, with a PATH lacking the builders, the refusal naming them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -423,6 +424,59 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
 }
 
 #[test]
+fn verify_and_tools_of_a_harbor_task_build_its_image_as_run_does() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    let task = write_task(
+        &world.path().join("built"),
+        "",
+        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
+    );
+    let t = task.to_str().unwrap();
+    // The final workspace of an agent that did the task: its grader (tests/test.sh) passes only
+    // over the built image, which alone has /opt/x.
+    let ws = world.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    fs::write(ws.join("answer"), "done\n").unwrap();
+    let ws_arg = ws.to_str().unwrap();
+    let (code, out, err) = world.envcraft(&["verify", t, "--workspace", ws_arg, "--json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(
+        err.contains("built by podman into the image `harbor-built:"),
+        "{err}"
+    );
+    fs::remove_file(ws.join("answer")).unwrap();
+    let (_, out, err) = world.envcraft(&["verify", t, "--workspace", ws_arg, "--json"], None);
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    assert!(err.contains("is unchanged since it was built"), "{err}");
+
+    let (code, out, err) = world.envcraft(&["tools", t, "--format", "json"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let tools: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "exec"),
+        "{tools}"
+    );
+    assert!(err.contains("is unchanged since it was built"), "{err}");
+
+    // Without a builder and with an empty store, `tools` refuses as `run` does.
+    let fresh = world.path().join("fresh-state");
+    let (code, out, err) = world.envcraft(
+        &["tools", t, "--state-dir", fresh.to_str().unwrap()],
+        Some(&world.no_builders()),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("no image builder is installed"), "{err}");
+}
+
+#[test]
 fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
     if !ready(&[]) {
         return;
@@ -568,6 +622,55 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     let err = no_actions_score_nothing(&world, t);
     assert!(!err.contains("pulled into"), "pulled again: {err}");
 
+    // A Dockerfile without builder steps over an image the store lacks: its FROM pulled as
+    // docker_image is, the COPY steps' files in the workspace, no builder needed.
+    let plain = write_task(
+        &world.path().join("plain"),
+        "",
+        &[
+            (
+                "Dockerfile",
+                &format!("FROM {reference}\nWORKDIR /app\nCOPY seed.txt ./\nENV GREETING=hi\n"),
+            ),
+            ("seed.txt", "seed\n"),
+        ],
+    );
+    fs::write(
+        plain.join("task.toml"),
+        "schema_version = \"1.4\"\n\n[environment]\nnetwork_mode = \"no-network\"\n\n[verifier.env]\nSEED = \"seed\"\n",
+    )
+    .unwrap();
+    let fresh = world.path().join("plain-state");
+    let p = plain.to_str().unwrap();
+    let state_arg = fresh.to_str().unwrap();
+    let (code, out, err) = world.envcraft(
+        &["run", p, "--json", "--state-dir", state_arg],
+        Some(&world.no_builders()),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "Dockerfile's FROM image `{reference}` pulled into envcraft's image store; the environment names it pinned: {pinned}"
+        )),
+        "{err}"
+    );
+    let (code, out, err) = world.envcraft(
+        &[
+            "run",
+            p,
+            "--json",
+            "--state-dir",
+            state_arg,
+            "--actions",
+            world.path().join("none.jsonl").to_str().unwrap(),
+        ],
+        Some(&world.no_builders()),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
+    assert!(!err.contains("pulled into"), "pulled again: {err}");
+
     // A tag the registry lacks: a clear error before start, naming the registry's answer.
     let missing = world.path().join("missing");
     write_task(
@@ -591,4 +694,79 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("base=host"), "{err}");
+}
+
+#[test]
+fn gc_removes_killed_builds_leftovers_past_the_grace_and_never_a_build_in_progress() {
+    if !ready(&[]) {
+        return;
+    }
+    let world = World::new();
+    // Builder images as killed builds leave them: two made long ago (`--timestamp 0`), one of
+    // them a build in progress (its scratch directory's lock held), and one made just now.
+    let ctx = world.path().join("ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    for (tag, step) in [
+        ("localhost/envcraft-build-1-old", "echo old"),
+        ("localhost/envcraft-build-3-busy", "echo busy"),
+    ] {
+        fs::write(ctx.join("Dockerfile"), format!("FROM {BASE}\nRUN {step}\n")).unwrap();
+        let out = world.podman(&[
+            "build",
+            "--timestamp",
+            "0",
+            "-t",
+            tag,
+            ctx.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "podman build: {}", stderr(&out));
+    }
+    let out = world.podman(&["tag", BASE, "localhost/envcraft-build-2-young"]);
+    assert!(out.status.success(), "podman tag: {}", stderr(&out));
+    let builds = world.state().join("images/builds");
+    for dir in [".build-Busy", ".build-dead", ".build-fresh"] {
+        fs::create_dir_all(builds.join(dir)).unwrap();
+    }
+    let lock = fs::File::create(builds.join(".build-Busy/lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns; released when `lock` is dropped.
+    let held = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(held, 0, "flock: {}", std::io::Error::last_os_error());
+    let out = Command::new("touch")
+        .args(["-d", "3 hours ago"])
+        .arg(builds.join(".build-dead"))
+        .arg(builds.join(".build-Busy"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "touch: {}", stderr(&out));
+    let (code, out, err) = world.envcraft(&["image", "gc", "--json"], None);
+    drop(lock);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["build_images_removed"],
+        serde_json::json!(["localhost/envcraft-build-1-old:latest"]),
+        "{report}"
+    );
+    let kept = report["build_images_kept"].to_string();
+    for name in ["envcraft-build-2-young", "envcraft-build-3-busy"] {
+        assert!(kept.contains(name), "{name} not kept: {report}");
+    }
+    assert_eq!(report["build_dirs_removed"], 1, "{report}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    let images = world.podman_images();
+    assert!(!images.contains("envcraft-build-1-old"), "{images}");
+    assert!(images.contains("envcraft-build-2-young") && images.contains("envcraft-build-3-busy"));
+    assert!(!builds.join(".build-dead").exists());
+    assert!(builds.join(".build-Busy").exists() && builds.join(".build-fresh").exists());
+    // The base image, not a build's, is never looked at.
+    assert!(images.contains("envcraft-test-busybox"), "{images}");
+
+    // With the lock free, the busy one is a killed build's too; the young one stays.
+    let (code, out, err) = world.envcraft(&["image", "gc"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("removed 1 builder images and 1 build directories left by killed builds; 1 builder images kept"),
+        "{out}"
+    );
+    assert!(!world.podman_images().contains("envcraft-build-3-busy"));
 }

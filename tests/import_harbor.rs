@@ -1,7 +1,7 @@
 //! Harbor tasks as a user drives them: `envcraft import harbor`, and `envcraft run|suite|audit`
 //! of a Harbor task or dataset directory as it is (through `contained`): Harbor's oracle (the
 //! reference, `solve.sh`) scores 1.0 and no action 0.0, over the host's system paths with
-//! `--base host`; a FROM image the store does not hold is refused before start; bad tasks
+//! `--base host`; a FROM image the store neither holds nor can pull is refused before start; bad tasks
 //! (missing files, an unknown schema version, a Dockerfile step that needs a builder) are each
 //! a clear error.
 
@@ -144,22 +144,28 @@ fn a_harbor_task_runs_as_it_is_oracle_one_and_nop_zero() {
 }
 
 #[test]
-fn a_from_image_the_store_does_not_hold_is_refused_before_start() {
+fn a_from_image_the_store_does_not_hold_and_cannot_pull_is_refused_before_start() {
     if !common::sandbox_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path(), "hello", DOCKERFILE);
+    // An image no store holds and no registry serves (nothing listens on port 9).
+    let from = "127.0.0.1:9/nosuch:1";
+    let task = write_task(
+        dir.path(),
+        "hello",
+        &DOCKERFILE.replace("ubuntu:24.04", from),
+    );
     let (code, out, err) = contained(&["run", task.to_str().unwrap(), "--json"]);
     assert_eq!(code, 125, "{out}\n{err}");
     assert!(out.is_empty(), "a run started: {out}");
-    for words in [
-        "`ubuntu:24.04` is not in envcraft's image store",
-        "--base host",
-    ] {
+    let refusal = format!(
+        "its Dockerfile's FROM image `{from}` is not in envcraft's image store and could not be pulled"
+    );
+    for words in [refusal.as_str(), "--base host"] {
         assert!(err.contains(words), "{words:?} not in: {err}");
     }
-    // An import names the image in env.toml and says what it needs.
+    // An import tries the pull too: the task is skipped, with why, and nothing is written.
     let dest = dir.path().join("out");
     let (code, out, err) = envcraft(&[
         "import",
@@ -167,10 +173,12 @@ fn a_from_image_the_store_does_not_hold_is_refused_before_start() {
         task.to_str().unwrap(),
         dest.to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("envcraft's image store must hold it"), "{out}");
-    let env = fs::read_to_string(dest.join("harbor-hello/env.toml")).unwrap();
-    assert!(env.contains("image = \"ubuntu:24.04\""), "{env}");
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("skipped hello: task hello: its Dockerfile's FROM image"),
+        "{out}"
+    );
+    assert!(!dest.join("harbor-hello").exists());
 }
 
 #[test]

@@ -23,7 +23,9 @@ pub enum ImageCommand {
     Inspect(NameArgs),
     /// Remove an image's name (its layers stay until `gc`).
     Rm(NameArgs),
-    /// Remove every layer no image uses, and what interrupted imports left.
+    /// Remove every layer no image uses, what interrupted imports left, and killed builds'
+    /// builder images (`localhost/envcraft-build-*`, past a grace period, never a build in
+    /// progress).
     Gc(LsArgs),
 }
 
@@ -190,14 +192,32 @@ pub fn run(command: ImageCommand) -> Result<i32, Error> {
             print(&format!("removed {} ({})\n", record.name, record.id))?;
         }
         ImageCommand::Gc(args) => {
-            let report = store(&args.state_dir)?.gc()?;
+            let store = store(&args.state_dir)?;
+            let report = store.gc()?;
+            let left = crate::image::leftovers::remove(&store, crate::image::leftovers::GRACE);
             if args.json {
-                print(&json(&report))?;
+                let mut doc = serde_json::to_value(&report).unwrap_or_default();
+                if let (Some(doc), Ok(serde_json::Value::Object(more))) =
+                    (doc.as_object_mut(), serde_json::to_value(&left))
+                {
+                    doc.extend(more);
+                }
+                print(&json(&doc))?;
             } else {
                 print(&format!(
                     "removed {} layers and {} partial imports; {} layers kept\n",
                     report.layers_removed, report.partial_removed, report.layers_kept
                 ))?;
+                print(&format!(
+                    "removed {} builder images and {} build directories left by killed builds; {} builder images kept (a build in progress, or made less than {} min ago)\n",
+                    left.build_images_removed.len(),
+                    left.build_dirs_removed,
+                    left.build_images_kept.len(),
+                    crate::image::leftovers::GRACE.as_secs() / 60
+                ))?;
+                for problem in &left.problems {
+                    eprintln!("envcraft: image gc: {problem}");
+                }
             }
         }
     }

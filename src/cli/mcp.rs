@@ -179,8 +179,8 @@ fn write_message(out: &mut impl Write, message: &Value) -> Result<(), Error> {
 }
 
 pub fn run(args: McpArgs) -> Result<i32, Error> {
-    let task = args.task.load()?;
     let mut options = args.session.options(&args.task)?;
+    let task = args.task.open(&options.state_root)?;
     options.seed = args.seed;
     let mut session = Session::create(&task, &options)?;
     tracing::info!(session = %session.id(), task = %format!("{}/{}", task.env.name, task.id), "serving MCP on stdio");

@@ -22,14 +22,14 @@ pub struct RecordArgs {
 }
 
 pub fn run(args: RecordArgs) -> Result<i32, Error> {
-    let task = args.task.load()?;
+    let options = args.session.options(&args.task)?;
+    let task = args.task.open(&options.state_root)?;
     let path = match (&args.actions, &task.solution) {
         (Some(p), _) => p.clone(),
         (None, Some(p)) => p.clone(),
         (None, None) => return Err(Error::NoTrajectory(task.dir.clone())),
     };
     let steps = trajectory::load(&path)?;
-    let options = args.session.options(&args.task)?;
     let mut session = Session::create(&task, &options)?;
     let mut failed = Vec::new();
     for step in steps {

@@ -49,8 +49,8 @@ fn parse_line(line: &str) -> Result<Step, String> {
 }
 
 pub fn run(args: ShellArgs) -> Result<i32, Error> {
-    let task = args.task.load()?;
     let options = args.session.options(&args.task)?;
+    let task = args.task.open(&options.state_root)?;
     let mut sessions = vec![Session::create(&task, &options)?];
     let mut current = 0;
     let stdin = std::io::stdin();

@@ -1,5 +1,6 @@
 //! Flags shared by the subcommands that open a task (`run`, `shell`, `tools`, `record`,
-//! `verify`), and how the task they name is opened.
+//! `verify`, `mcp`), and how the task they name is opened: a foreign task imported on the fly,
+//! a Harbor task's image pulled or built ([`TaskArgs::open`]).
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -63,8 +64,7 @@ impl BaseArg {
 
 /// Bring an imported task's image into the store when it lacks it and the task says how (a
 /// Harbor task's `docker_image` pulled, its Dockerfile built; said on stderr), then refuse,
-/// before anything starts, a task whose image the store neither holds nor can pull (a Harbor
-/// task's `FROM` without `--base host`).
+/// before anything starts, a task whose image the store neither holds nor can pull.
 pub fn check_image(
     imported: &mut crate::import::ImportedTask,
     state_root: &Path,
@@ -178,6 +178,16 @@ impl Deref for OpenedTask {
 }
 
 impl TaskArgs {
+    /// The task named on the command line, its image brought into the store under
+    /// `state_root` (a Harbor task's pulled or built) or refused when it cannot be: see
+    /// [`OpenedTask::check_image`]. What every subcommand but `run` (which opens its agent's
+    /// options between the two) uses.
+    pub fn open(&self, state_root: &Path) -> Result<OpenedTask, Error> {
+        let mut task = self.load()?;
+        task.check_image(state_root)?;
+        Ok(task)
+    }
+
     /// The task named on the command line: an envcraft task directory or ENV/TASK_ID, else
     /// a foreign task imported on the fly (its prompt and grader unchanged).
     pub fn load(&self) -> Result<OpenedTask, Error> {

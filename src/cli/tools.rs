@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::task_args::TaskArgs;
+use super::task_args::{StateDir, TaskArgs};
 use crate::cli::error::Error;
 use crate::session::offered_schemas;
 use crate::spec::skill::SkillSpec;
@@ -18,10 +18,14 @@ pub struct ToolsArgs {
     /// `openai` (function-calling tools) or `json` (name, description, parameters).
     #[arg(long, default_value = "openai", value_parser = ["openai", "json"])]
     pub format: String,
+    /// Where a Harbor task's image is pulled or built into (its image store).
+    #[command(flatten)]
+    pub state_dir: StateDir,
 }
 
 pub fn run(args: ToolsArgs) -> Result<i32, Error> {
-    let task = args.task.load()?;
+    let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
+    let task = args.task.open(&state_root)?;
     let mut skills = Vec::new();
     for name in &task.env.skills {
         let spec = SkillSpec::find(name, &args.task.skills.path)?;

@@ -34,7 +34,8 @@ pub struct VerifyArgs {
 }
 
 pub fn run(args: VerifyArgs) -> Result<i32, Error> {
-    let task = args.task.load()?;
+    let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
+    let task = args.task.open(&state_root)?;
     let workspace = args.workspace.canonicalize().map_err(|source| {
         crate::sandbox::SandboxError::WorkspaceMissing {
             path: args.workspace.clone(),
@@ -42,7 +43,6 @@ pub fn run(args: VerifyArgs) -> Result<i32, Error> {
         }
     })?;
     let verifier = task.verifier.clone();
-    let state_root = crate::workspace::state_root::open(args.state_dir.path.clone())?;
     let endpoint = args.judge.endpoint(&state_root)?;
     let manifest = match verifier.has_manifest() {
         false => None,

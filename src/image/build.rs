@@ -100,6 +100,11 @@ pub struct Built {
     pub isolation: Isolation,
 }
 
+/// `builder` found on `PATH`.
+pub(super) fn installed(builder: Builder) -> Option<PathBuf> {
+    on_path(builder.program())
+}
+
 /// `program` found on `PATH`.
 fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -144,6 +149,10 @@ pub fn builders_looked_for() -> String {
         .join(" and ")
 }
 
+/// The prefix of the builder's image of a build (`localhost/envcraft-build-PID-SCRATCH`,
+/// SCRATCH the build's scratch directory's name after `.build-`, lowercased).
+pub const TAG_PREFIX: &str = "localhost/envcraft-build-";
+
 /// Build `context` with an installed builder and import the result into `store` as
 /// `options.name`; the builder's image is removed whatever happens.
 pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
@@ -167,8 +176,10 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
         None => Isolation::Chroot,
     });
     let scratch = store.scratch_dir().map_err(BuildError::Scratch)?;
+    // Held until the builder's image is removed: `gc` leaves this build alone.
+    let _in_progress = store.build_lock(scratch.path())?;
     let tag = format!(
-        "localhost/envcraft-build-{}-{}",
+        "{TAG_PREFIX}{}-{}",
         std::process::id(),
         scratch
             .path()

@@ -192,9 +192,20 @@ impl Store {
     /// A new directory for a build's archive and log, beside the layers (the same file
     /// system, not the memory-backed temporary directory), removed when dropped.
     pub fn scratch_dir(&self) -> io::Result<tempfile::TempDir> {
-        let dir = self.dir.join("builds");
+        let dir = self.builds_dir();
         mkdir(&dir).map_err(|e| io::Error::other(crate::error::chain(&e)))?;
         tempfile::Builder::new().prefix(".build-").tempdir_in(dir)
+    }
+
+    /// Where builds' scratch directories are (`images/builds/.build-*`).
+    pub fn builds_dir(&self) -> PathBuf {
+        self.dir.join("builds")
+    }
+
+    /// The lock a build holds on its scratch directory `scratch` while it runs (`SCRATCH/lock`),
+    /// so that `gc` never takes a build in progress for a killed one's leftovers.
+    pub fn build_lock(&self, scratch: &Path) -> Result<StoreLock, StoreError> {
+        self.lock(&scratch.join("lock"), true)
     }
 
     /// The lock held while the image `name` is pulled on first use, so that two first uses

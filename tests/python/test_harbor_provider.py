@@ -2,7 +2,9 @@
 (``target/harbor-venv``, harbor 0.26 under Python 3.12) runs a tiny task written here with the
 ``oracle`` agent (reward 1.0) and the ``nop`` agent (reward 0.0) on a private ``envcraft
 serve`` the provider starts, over the host's system paths (``--ek base=host``); and refuses,
-before any session, a task whose network mode envcraft cannot enforce or that has only an image.
+before any session, a task whose network mode envcraft cannot enforce, whose image can be
+neither found nor pulled, or (with ``--ek url``) that asks for its image. Tasks over their own
+images are in ``test_harbor_images.py``.
 
 Skipped loudly without Harbor's venv or the envcraft binary; failing under
 ``ENVCRAFT_TEST_REQUIRE=all``."""
@@ -63,15 +65,18 @@ def write_task(root: Path, network: str = "no-network") -> Path:
     return task
 
 
-def harbor_run(tmp: Path, task: Path, agent: str, job: str, *ek: str):
-    """``harbor run`` of ``task`` with ``agent`` through the provider: the job's directory and
-    the finished process."""
+def harbor_run(tmp: Path, task: Path, agent: str, job: str, *ek: str, extra_env=None):
+    """``harbor run`` of ``task`` with ``agent`` through the provider (``extra_env`` added to
+    its environment): the job's directory and the finished process."""
     binary = envcraft_binary()
     require(HARBOR.exists(), f"no Harbor CLI at {HARBOR} (make target/harbor-venv/.ready)")
     require(binary is not None, "no envcraft binary (cargo build, or set ENVCRAFT_BIN)")
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "clients" / "python" / "src")
     env["ENVCRAFT_BIN"] = str(binary)
+    # Offline: LiteLLM (imported by Harbor) would fetch its model cost map at exit.
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.update(extra_env or {})
     argv = [
         str(HARBOR), "run", "-p", str(task), "-a", agent,
         "--environment-import-path", "envcraft.harbor:EnvcraftEnvironment",
@@ -107,11 +112,17 @@ def test_oracle_scores_1_and_nop_scores_0(tmp_path):
     [
         ("public", ["base=host"], "network_mode='public' cannot be given by envcraft"),
         ("allowlist", ["base=host"], "network_mode='allowlist' is not supported by envcraft"),
-        ("no-network", [], "Pass --ek base=host"),
+        ("unpullable", ["state_dir={state}"], "is not in envcraft's image store"),
+        ("unpullable", ["state_dir={state}"], "--ek base=host"),
+        ("no-network", ["url=http://127.0.0.1:9"], "only for the private envcraft serve"),
     ],
 )
 def test_what_cannot_be_enforced_is_refused_before_start(tmp_path, network, ek, says):
-    task = write_task(tmp_path, network)
+    ek = [kv.format(state=tmp_path / "state") for kv in ek]
+    task = write_task(tmp_path, "no-network" if network == "unpullable" else network)
+    if network == "unpullable":
+        # An image that no store holds and no registry serves (nothing listens on port 9).
+        (task / "environment" / "Dockerfile").write_text("FROM 127.0.0.1:9/nosuch:1\nWORKDIR /app\n")
     if network == "allowlist":
         text = (task / "task.toml").read_text() + 'allowed_hosts = ["example.com"]\n'
         (task / "task.toml").write_text(text)

@@ -61,7 +61,7 @@ pub const MAX_TEXT_BYTES: u64 = 4 << 20;
 /// What stands for a task's image.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Base {
-    /// The image itself: `env.toml` names it (the store must hold it, or pull it by digest).
+    /// The image itself: `env.toml` names it (pulled into the store when it lacks it, or built).
     #[default]
     Image,
     /// The host's read-only system paths (`--base host`), said in the notes.
@@ -231,6 +231,7 @@ fn plan_task_at(
             if base == Base::Image {
                 provision = Some(Provision::Pull {
                     reference: image.clone(),
+                    what: "docker_image",
                 });
             }
             (image.clone(), None)
@@ -256,6 +257,12 @@ fn plan_task_at(
                     };
                     env_vars = parsed.env.clone();
                     copies = parsed.copies.clone();
+                    if base == Base::Image {
+                        provision = Some(Provision::Pull {
+                            reference: from.clone(),
+                            what: "Dockerfile's FROM image",
+                        });
+                    }
                     (from, parsed.workdir)
                 }
                 Err(e) if e.needs_builder() && can_build => {
@@ -353,10 +360,7 @@ fn plan_task_at(
     let image = match base {
         Base::Image => {
             notes.push(match &provision {
-                None => format!(
-                    "runs over the image `{image}`: envcraft's image store must hold it under that name (`envcraft image import` or `image pull ... --name {image}`), else run with `--base host`"
-                ),
-                Some(Provision::Pull { .. }) => format!(
+                None | Some(Provision::Pull { .. }) => format!(
                     "runs over the image `{image}`, pulled from its registry when envcraft's image store lacks it, else run with `--base host`"
                 ),
                 Some(Provision::Build { .. }) => format!(

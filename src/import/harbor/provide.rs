@@ -1,6 +1,7 @@
 //! A Harbor task's image brought into envcraft's store before its session starts: task.toml's
-//! `docker_image` pulled from its registry (the environment then names it pinned by the
-//! digest pulled), or a Dockerfile with builder steps built by an installed builder (Podman,
+//! `docker_image`, or the `FROM` of a Dockerfile without builder steps, pulled from its
+//! registry (the environment then names it pinned by the digest pulled), or a Dockerfile with
+//! builder steps built by an installed builder (Podman,
 //! Buildah) under a name holding a hash of `environment/`, so that an unchanged environment
 //! is built once. A built image's working directory becomes the workspace's files (the
 //! workspace is mounted there and would hide it).
@@ -17,8 +18,12 @@ use crate::image::{Store, StoreError};
 /// How a task's image gets into the store when the store lacks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provision {
-    /// task.toml's `docker_image`, pulled from its registry.
-    Pull { reference: String },
+    /// An image pulled from its registry: task.toml's `docker_image`, or the `FROM` of a
+    /// Dockerfile that runs without a builder (`what` says which, for people).
+    Pull {
+        reference: String,
+        what: &'static str,
+    },
     /// `environment/` (absolute) built by an installed builder; its image's files at the
     /// working directory `workdir` become the workspace's.
     Build { context: PathBuf, workdir: String },
@@ -28,10 +33,11 @@ pub enum Provision {
 #[derive(Debug, thiserror::Error)]
 pub enum ProvideError {
     #[error(
-        "task {task}: its docker_image `{reference}` is not in envcraft's image store and could not be pulled (import it under that name, `envcraft image import FILE --name {reference}`, or pass `--base host` to run it over the host's read-only system paths instead)"
+        "task {task}: its {what} `{reference}` is not in envcraft's image store and could not be pulled (import it under that name, `envcraft image import FILE --name {reference}`, or pass `--base host` to run it over the host's read-only system paths instead)"
     )]
     Pull {
         task: String,
+        what: &'static str,
         reference: String,
         #[source]
         source: Box<StoreError>,
@@ -110,7 +116,7 @@ pub fn provide(
     let held = store.record(&image);
     let mut said = Vec::new();
     match provision {
-        Provision::Pull { reference } => {
+        Provision::Pull { reference, what } => {
             if held.is_ok() {
                 return Ok(said);
             }
@@ -118,6 +124,7 @@ pub fn provide(
                 .pull_by_reference(&reference)
                 .map_err(|e| ProvideError::Pull {
                     task: imported.task.clone(),
+                    what,
                     reference: reference.clone(),
                     source: Box::new(e),
                 })?;
@@ -126,7 +133,7 @@ pub fn provide(
             store.save(&pinned)?;
             rename_image(&env_dir, &image, &pulled.pinned)?;
             said.push(format!(
-                "docker_image `{reference}` pulled into envcraft's image store; the environment names it pinned: {}",
+                "{what} `{reference}` pulled into envcraft's image store; the environment names it pinned: {}",
                 pulled.pinned
             ));
             imported.image = Some(pulled.pinned);

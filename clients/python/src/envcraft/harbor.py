@@ -1,7 +1,7 @@
 """envcraft as a Harbor environment provider.
 
-``harbor run -p TASK -a AGENT --env envcraft.harbor:EnvcraftEnvironment --ek base=host`` (or
-the older ``--environment-import-path``) runs each trial in an envcraft session: a sandbox with
+``harbor run -p TASK -a AGENT --env envcraft.harbor:EnvcraftEnvironment`` (or the older
+``--environment-import-path``) runs each trial in an envcraft session: a sandbox with
 a copy-on-write workspace at the task's working directory and Harbor's writable paths
 (``/logs/agent``, ``/logs/verifier``, ``/logs/artifacts``, ``/tests``, ``/solution``) as the
 policy's workspace mount points (``filesystem.workspace_mounts``: directories of the workspace
@@ -13,14 +13,25 @@ those mount points), or else on a private ``envcraft serve`` started for the tri
 loopback port (the binary from ``--ek envcraft_bin=PATH``, ``ENVCRAFT_BIN`` or ``PATH``),
 which writes that environment itself and is stopped at ``stop``.
 
-With a private server, the task's ``environment/Dockerfile`` is read by ``envcraft import harbor
---base host``: the files its ``COPY`` steps put in the working directory start the workspace,
-its ``ENV`` sets the sessions' variables, and a Dockerfile that needs a builder (``RUN``, ...)
-is refused before start with envcraft's reason.
+The root filesystem: by default the task's image. The provider runs ``envcraft import harbor
+TASK DEST --state-dir STATE`` before start (at construction, where Harbor validates): task.toml's
+``docker_image``, or a Dockerfile's ``FROM``, is pulled into STATE's image store when the store
+lacks it, and a Dockerfile with builder steps (``RUN``, ...) is built by an installed Podman or
+Buildah under a name holding a hash of ``environment/`` (built once while it is unchanged). The
+private ``envcraft serve`` then runs over that same STATE, in an environment naming the image;
+the files the import puts in the working directory (``COPY`` steps, a built image's files
+there) start the workspace, and its ``ENV`` sets the sessions' variables. STATE is shared by
+every trial, so that an unchanged environment is neither built nor pulled again:
+``--ek state_dir=DIR``, else ``ENVCRAFT_HARBOR_STATE_DIR``, else ``envcraft/harbor`` under the
+user's cache directory (``XDG_CACHE_HOME``, else ``~/.cache``). ``--ek base=host`` runs over the
+host's read-only system paths instead (no image: said in the trial's log), with the Dockerfile
+read as ``envcraft import harbor --base host`` reads it (one that needs a builder is refused).
 
-What it refuses, before start: a task with no image envcraft holds, unless ``--ek base=host``
-says that the host's read-only system paths may stand in for it (said in the trial's log; image
-tasks are not run by this provider yet); a network mode it cannot enforce (``allowlist``;
+What it refuses, before start: a task whose image cannot be had (no image named, no builder for
+its Dockerfile, a failed step, an image the store lacks and cannot pull), naming the task, the
+image and ``--ek base=host``; with ``--ek url=URL`` (a server elsewhere, whose own environment
+decides the root filesystem and files), any task without ``--ek base=host``; a network mode it
+cannot enforce (``allowlist``;
 ``public``, since a sandbox reaches no network, unless ``--ek offline=true`` accepts running it
 without one, said in the log); GPUs, TPUs, Windows, docker-compose tasks (Harbor's own checks,
 from ``capabilities``). The task's ``memory_mb`` and ``storage_mb`` become the policy's
@@ -62,7 +73,10 @@ class EnvcraftOptions(EnvironmentOptions):
     """The provider's ``--ek`` kwargs."""
 
     base: Optional[str] = None
-    """``host``: run over the host's read-only system paths (no image)."""
+    """``host``: run over the host's read-only system paths (no image); unset: the task's image."""
+    state_dir: Optional[str] = None
+    """The state directory whose image store the task's image is pulled or built into, shared by
+    trials (default: :func:`default_state_dir`)."""
     url: Optional[str] = None
     """An ``envcraft serve`` to use instead of a private one."""
     token: Optional[str] = None
@@ -120,9 +134,21 @@ best_effort = ["cgroup_namespace", "overlay_workspace", "landlock_network", "lan
 """
 
 
-def write_environment(root: Path, name: str, policy: str) -> None:
+def default_state_dir() -> Path:
+    """Where trials' images are kept when ``--ek state_dir`` is not given:
+    ``ENVCRAFT_HARBOR_STATE_DIR``, else ``envcraft/harbor`` under ``XDG_CACHE_HOME`` (else
+    ``~/.cache``): on disk (images are large) and shared by every trial of the user."""
+    if os.environ.get("ENVCRAFT_HARBOR_STATE_DIR"):
+        return Path(os.environ["ENVCRAFT_HARBOR_STATE_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache) if cache and Path(cache).is_absolute() else Path.home() / ".cache"
+    return base / "envcraft" / "harbor"
+
+
+def write_environment(root: Path, name: str, policy: str, image: Optional[str] = None) -> None:
     """An envcraft environment ``name`` under ``root`` for Harbor trials: empty files, the
-    tools a harness needs, ``policy``."""
+    tools a harness needs, ``policy``, over ``image`` (a name of the server's image store) when
+    given."""
     env = root / name
     (env / "files").mkdir(parents=True, exist_ok=True)
     (env / "docs.md").write_text(f"# {name}\n\nA Harbor trial's sandbox.\n")
@@ -131,17 +157,29 @@ def write_environment(root: Path, name: str, policy: str) -> None:
         f'name = "{name}"\ndescription = "Harbor trials"\npolicy = "policy.toml"\n'
         'tools = ["read", "write", "ls", "exec", "process"]\n'
         'base_time = "2026-01-01T00:00:00Z"\ntime_step_secs = 1\n'
+        + (f"image = {json.dumps(image)}\n" if image else "")
     )
 
 
 class ImportedTask:
-    """What ``envcraft import harbor --base host`` makes of a task's ``environment/``: the files
-    its Dockerfile's ``COPY`` steps put in the working directory, its ``ENV``. A Dockerfile that
-    needs a builder (``RUN``, say) is refused here, before start, with envcraft's reason."""
+    """What ``envcraft import harbor`` makes of a task's ``environment/``: the image the
+    environment runs over (``None`` with ``--base host``), the files the working directory
+    starts with (its Dockerfile's ``COPY`` steps, a built image's files there), its ``ENV``, and
+    the import's notes (what was pulled or built, or used again)."""
 
-    def __init__(self, tmp: tempfile.TemporaryDirectory, env_dir: Path) -> None:
+    def __init__(self, tmp: tempfile.TemporaryDirectory, env_dir: Path, notes: List[str]) -> None:
+        import tomllib
+
         self._tmp = tmp
         self.env_dir = env_dir
+        self.notes = notes
+        self.image: Optional[str] = tomllib.loads((env_dir / "env.toml").read_text()).get("image")
+        self.workdir: Optional[str] = json.loads(
+            next(env_dir.glob("tasks/*/source.json")).read_text()
+        ).get("workdir")
+
+    def cleanup(self) -> None:
+        self._tmp.cleanup()
 
     def copy_files(self, target: Path) -> None:
         shutil.copytree(self.env_dir / "files", target, dirs_exist_ok=True, symlinks=True)
@@ -156,19 +194,58 @@ class ImportedTask:
         return policy.replace("pass = []\n", f"pass = []\nset = {{ {sets} }}\n", 1)
 
 
-def import_task(binary: str, task_dir: Path) -> ImportedTask:
+# The longest an import (a pull, a build) may take before the trial is refused.
+_IMPORT_TIMEOUT_SECS = 3600
+
+
+def import_task(binary: str, task_dir: Path, state_dir: Optional[Path], image: str) -> ImportedTask:
+    """``envcraft import harbor TASK DEST``: with ``state_dir``, over the task's image (pulled or
+    built into its store, then checked to be there); without, ``--base host``. Refuses (a
+    ``ValueError`` naming the task, ``image`` and what to do) when it cannot be done."""
     tmp = tempfile.TemporaryDirectory(prefix="envcraft-harbor-import-")
     dest = Path(tmp.name) / "out"
-    done = subprocess.run(
-        [binary, "import", "harbor", str(task_dir), str(dest), "--base", "host"],
-        capture_output=True, text=True, timeout=300,
+    base = ["--state-dir", str(state_dir)] if state_dir is not None else ["--base", "host"]
+    instead = (
+        "Pass --ek base=host to run it over the host's read-only system paths instead"
+        if state_dir is not None
+        else "With --ek base=host the Dockerfile must run without a builder; drop base=host to have an installed podman or buildah build it"
     )
+    try:
+        done = subprocess.run(
+            [binary, "import", "harbor", str(task_dir), str(dest), *base],
+            capture_output=True, text=True, timeout=_IMPORT_TIMEOUT_SECS,
+        )
+    except subprocess.TimeoutExpired:
+        tmp.cleanup()
+        raise RuntimeError(
+            f"task {task_dir.name}: envcraft import harbor did not bring in its image ({image}) "
+            f"within {_IMPORT_TIMEOUT_SECS} s. {instead}."
+        ) from None
     made = [p for p in dest.glob("*") if (p / "env.toml").is_file()] if dest.is_dir() else []
+    lines = (done.stdout + done.stderr).splitlines()
     if done.returncode != 0 or len(made) != 1:
         tmp.cleanup()
-        said = "\n".join(line for line in (done.stdout + done.stderr).splitlines() if not line.startswith("  note"))
-        raise ValueError(f"envcraft cannot run this task's environment/: {said.strip()}")
-    return ImportedTask(tmp, made[0])
+        said = "\n".join(line for line in lines if not line.startswith("  note"))
+        raise ValueError(
+            f"task {task_dir.name}: envcraft cannot run it over its image ({image}): "
+            f"{said.strip()}\n{instead}."
+        )
+    notes = [line[len("  note: "):] for line in lines if line.startswith("  note: ")]
+    imported = ImportedTask(tmp, made[0], notes)
+    if state_dir is not None and imported.image is not None:
+        held = subprocess.run(
+            [binary, "image", "inspect", imported.image, "--state-dir", str(state_dir)],
+            capture_output=True, text=True, timeout=60,
+        )
+        if held.returncode != 0:
+            imported.cleanup()
+            raise ValueError(
+                f"task {task_dir.name}: its image `{imported.image}` is not in envcraft's image "
+                f"store at {state_dir} and could not be brought in ({held.stderr.strip()}). "
+                f"{instead}, or import it there (envcraft image import FILE --name "
+                f"{imported.image} --state-dir {state_dir})."
+            )
+    return imported
 
 
 def find_binary(given: Optional[str]) -> str:
@@ -183,14 +260,15 @@ def find_binary(given: Optional[str]) -> str:
 
 
 class PrivateServer:
-    """``envcraft serve`` on a free loopback port, over a workspaces directory of its own."""
+    """``envcraft serve`` on a free loopback port, over a workspaces directory of its own and
+    the state directory ``state`` (its image store; sessions' state), its log at ``log``."""
 
-    def __init__(self, binary: str, workspaces: Path, state: Path) -> None:
+    def __init__(self, binary: str, workspaces: Path, state: Path, log: Path) -> None:
         argv = [
             binary, "serve", "--listen", "127.0.0.1:0", "--state-dir", str(state),
             "--workspaces", str(workspaces), "--max-body", str(256 << 20),
         ]
-        self.log = (state.parent / "serve.log").open("wb")
+        self.log = log.open("wb")
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log
         )
@@ -269,31 +347,62 @@ class EnvcraftEnvironment(BaseEnvironment):
 
     @property
     def workdir(self) -> str:
+        imported = getattr(self, "_imported", None)
         return (
-            self.task_env_config.workdir
+            (imported.workdir if imported is not None else None)
+            or self.task_env_config.workdir
             or _dockerfile_workdir(self.environment_dir)
             or "/workspace"
         )
 
+    def _image_said(self) -> Optional[str]:
+        """The task's image as people know it: its ``docker_image``, or its Dockerfile's FROM."""
+        if self.task_env_config.docker_image:
+            return self.task_env_config.docker_image
+        dockerfile = self.environment_dir / "Dockerfile"
+        if not dockerfile.is_file():
+            return None
+        found = re.findall(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(\S+)", dockerfile.read_text(errors="replace"))
+        return f"environment/Dockerfile, FROM {found[-1]}" if found else "environment/Dockerfile"
+
     def _validate_definition(self) -> None:
         if self.options.base not in (None, "host"):
-            raise ValueError(f"--ek base={self.options.base}: the only base envcraft takes is `host`")
-        if self.options.base is None:
-            image = self.task_env_config.docker_image or (
-                "environment/Dockerfile" if (self.environment_dir / "Dockerfile").exists() else None
-            )
             raise ValueError(
-                f"envcraft cannot run this task over its image ({image or 'none named'}): this "
-                "provider does not build or pull images yet. Pass --ek base=host to run it over "
-                "the host's read-only system paths instead."
+                f"--ek base={self.options.base}: envcraft takes `host` (the host's read-only "
+                "system paths), or no base (the task's own image, pulled or built)"
             )
         if (self.environment_dir / "docker-compose.yaml").exists():
             raise ValueError("envcraft does not run docker-compose services")
-
-        if self.options.url is None and (self.environment_dir / "Dockerfile").exists():
-            self._imported = import_task(
-                find_binary(self.options.envcraft_bin), self.environment_dir.parent
+        task = self.environment_dir.parent.name
+        image = self._image_said()
+        if self.options.url is not None:
+            if self.options.base is None:
+                raise ValueError(
+                    f"task {task}: with --ek url={self.options.url} the session runs in that "
+                    f"server's environment `{self.options.env}`, whose image and files that server "
+                    f"decides: this provider pulls or builds a task's image ({image or 'none named'}) "
+                    "only for the private envcraft serve it starts. Pass --ek base=host to run in "
+                    "the server's environment as it is, or drop --ek url to run over the task's image."
+                )
+            return
+        if self.options.base is None and image is None:
+            raise ValueError(
+                f"task {task}: envcraft cannot run it over its image: it names none (neither "
+                "environment/Dockerfile nor [environment].docker_image). Pass --ek base=host to "
+                "run it over the host's read-only system paths instead."
             )
+        if self.options.base is None or (self.environment_dir / "Dockerfile").exists():
+            state = self.state_dir if self.options.base is None else None
+            self._imported = import_task(
+                find_binary(self.options.envcraft_bin), self.environment_dir.parent, state,
+                image or "none named",
+            )
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the task's image is kept: ``--ek state_dir``, else :func:`default_state_dir`."""
+        given = self.options.state_dir
+        return Path(given).expanduser().absolute() if given else default_state_dir()
 
     def _validate_network_policy_support(self) -> None:
         super()._validate_network_policy_support()
@@ -308,11 +417,26 @@ class EnvcraftEnvironment(BaseEnvironment):
     async def start(self, force_build: bool) -> None:
         if self._session is not None:
             return  # already started: the live session stays (nothing is made twice)
-        self.logger.warning(
-            "envcraft: base=host: the task runs over this host's read-only system paths "
-            "(/usr, /bin, /lib, /etc), not over its image; workspace at %s",
-            self.workdir,
-        )
+        image = self._imported.image if self._imported is not None else None
+        if image is not None:
+            self.logger.info(
+                "envcraft: the task runs over the image %s (envcraft's image store at %s); "
+                "workspace at %s", image, self.state_dir, self.workdir,
+            )
+        elif self.options.url and self.options.base == "host":
+            self.logger.warning(
+                "envcraft: base=host: the task runs in the environment %s of %s as it is "
+                "(its image or the host's system paths), not over the task's image",
+                self.options.env, self.options.url,
+            )
+        else:
+            self.logger.warning(
+                "envcraft: base=host: the task runs over this host's read-only system paths "
+                "(/usr, /bin, /lib, /etc), not over its image; workspace at %s",
+                self.workdir,
+            )
+        for note in self._imported.notes if self._imported is not None else ():
+            self.logger.info("envcraft: import: %s", note)
         if self._network_policy.network_mode == NetworkMode.PUBLIC:
             self.logger.warning("envcraft: offline=true: the task asked for the public network and runs without one")
         if self.task_env_config.cpus:
@@ -325,12 +449,15 @@ class EnvcraftEnvironment(BaseEnvironment):
             policy = policy_toml(self.workdir, self._effective_memory_mb, self._effective_storage_mb)
             if self._imported is not None:
                 policy = self._imported.with_variables(policy)
-            write_environment(root / "workspaces", self.options.env, policy)
+            write_environment(root / "workspaces", self.options.env, policy, image)
             if self._imported is not None:
                 self._imported.copy_files(root / "workspaces" / self.options.env / "files")
             binary = find_binary(self.options.envcraft_bin)
+            # Over an image: the state directory the import brought it into (the sessions'
+            # state beside it: a state root is shared by envcraft processes safely).
+            state = self.state_dir if image is not None else root / "state"
             self._server = await asyncio.to_thread(
-                PrivateServer, binary, root / "workspaces", root / "state"
+                PrivateServer, binary, root / "workspaces", state, root / "serve.log"
             )
             url = self._server.url
         self._client = AsyncClient(url, token=self.options.token, timeout=float(_YIELD_MS // 1000 + 120))
