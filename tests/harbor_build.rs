@@ -196,6 +196,15 @@ fn write_task(dir: &Path, env_lines: &str, files: &[(&str, &str)]) -> PathBuf {
 const BUILT_DOCKERFILE: &str = "FROM localhost/envcraft-test-busybox:1\nWORKDIR /app\n\
 COPY seed.txt ./\nRUN echo built > /opt/x\n";
 
+/// A task at `dir` whose Dockerfile ([`BUILT_DOCKERFILE`]) needs a builder.
+fn built_task(dir: &Path) -> PathBuf {
+    write_task(
+        dir,
+        "",
+        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
+    )
+}
+
 #[test]
 fn image_build_brings_the_builders_image_into_the_store_and_removes_its_own() {
     if !ready(&[]) {
@@ -314,11 +323,7 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
         return;
     }
     let world = World::new();
-    let task = write_task(
-        &world.path().join("ds/built"),
-        "",
-        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
-    );
+    let task = built_task(&world.path().join("ds/built"));
     // The test also checks the workspace's seed.txt, which only the built image has.
     fs::write(
         task.join("task.toml"),
@@ -429,11 +434,7 @@ fn verify_and_tools_of_a_harbor_task_build_its_image_as_run_does() {
         return;
     }
     let world = World::new();
-    let task = write_task(
-        &world.path().join("built"),
-        "",
-        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
-    );
+    let task = built_task(&world.path().join("built"));
     let t = task.to_str().unwrap();
     // The final workspace of an agent that did the task: its grader (tests/test.sh) passes only
     // over the built image, which alone has /opt/x.
@@ -482,11 +483,7 @@ fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
         return;
     }
     let world = World::new();
-    let task = write_task(
-        &world.path().join("built"),
-        "",
-        &[("Dockerfile", BUILT_DOCKERFILE), ("seed.txt", "seed\n")],
-    );
+    let task = built_task(&world.path().join("built"));
     let t = task.to_str().unwrap();
     let dest = world.path().join("out");
     for args in [
