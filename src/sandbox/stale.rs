@@ -69,24 +69,45 @@ fn process_mark(parent: &Path) -> std::io::Result<Arc<ProcessMark>> {
     {
         return Ok(mark);
     }
-    let name = format!(
-        "{PROCESS_MARK}{}-{}",
+    let (path, lock) = new_lock(
+        parent,
         std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let path = parent.join(&name);
-    let temp = parent.join(format!("{name}.tmp"));
-    let file = fs::File::create_new(&temp)?;
-    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| std::io::Error::from(e))?;
-    if let Err(e) = fs::rename(&temp, &path) {
-        let _ = fs::remove_file(&temp);
-        return Err(e);
-    }
+        NEXT.fetch_add(1, Ordering::Relaxed),
+    )?;
     let mark = Arc::new(ProcessMark { path, _lock: lock });
     marks.retain(|(_, m)| m.strong_count() > 0);
     marks.push((parent.to_path_buf(), Arc::downgrade(&mark)));
     Ok(mark)
+}
+
+/// A new locked file in `parent` for this process's marks, under a name no other process uses:
+/// the pid (`pid`) alone would not do, for two envcraft processes in two PID namespaces of their
+/// own (`contained`, containers) have the same pids, and the second's lock took the first's name
+/// (a rename replaces), so that the first's later marks linked to the second's lock and were
+/// swept as soon as the second exited, its sessions' directories with them. So the name also
+/// holds 64 random bits, and it is put in place by a link that fails where the name is taken.
+fn new_lock(
+    parent: &Path,
+    pid: u32,
+    serial: u64,
+) -> std::io::Result<(PathBuf, nix::fcntl::Flock<fs::File>)> {
+    use std::hash::BuildHasher;
+    loop {
+        let random = std::collections::hash_map::RandomState::new().hash_one(serial);
+        let name = format!("{PROCESS_MARK}{pid}-{serial}-{random:016x}");
+        let path = parent.join(&name);
+        let temp = parent.join(format!("{name}.tmp"));
+        let file = fs::File::create_new(&temp)?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| std::io::Error::from(e));
+        let placed = lock.and_then(|lock| fs::hard_link(&temp, &path).map(|()| lock));
+        let _ = fs::remove_file(&temp);
+        match placed {
+            Ok(lock) => return Ok((path, lock)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A lock of this process that marked directories link to; removed when the last goes.
@@ -212,6 +233,31 @@ fn remove_old_empty_cgroups(parent: &Path, grace: std::time::Duration) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn two_processes_of_one_pid_never_share_a_lock_name() {
+        use std::os::unix::fs::MetadataExt;
+        // As two envcraft processes in PID namespaces of their own: the same pid, the same
+        // serial. Each keeps its own name, and a mark linked by name reaches its own lock.
+        let parent = tempfile::tempdir().unwrap();
+        let (first, first_lock) = new_lock(parent.path(), 2, 0).unwrap();
+        let (second, _second_lock) = new_lock(parent.path(), 2, 0).unwrap();
+        assert_ne!(first, second);
+        let dir = parent.path().join("session");
+        fs::create_dir(&dir).unwrap();
+        link_mark(&first, &dir).unwrap();
+        let locked = first_lock.metadata().unwrap().ino();
+        assert_eq!(fs::metadata(dir.join(OWNER)).unwrap().ino(), locked);
+        assert!(!owner_gone(&dir), "the first process's lock is held");
+        drop(first_lock);
+        assert!(owner_gone(&dir), "and free once that process is gone");
+        let left: Vec<String> = fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 
     #[test]
     fn only_old_envcraft_entries_are_removed() {
