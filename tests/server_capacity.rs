@@ -10,7 +10,7 @@ mod common;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -387,4 +387,75 @@ fn sessions_past_the_room_keep_one_descriptor_and_answer_as_before() {
     assert!(read.to_string().contains(parent.as_str()), "{read}");
     ids.push(fork);
     close_all_leaving_nothing_open(&server, &ids, idle_fds);
+}
+
+/// An idle session's run cgroups outlive another envcraft's sweep of killed runs' leftovers. On
+/// cgroup v1 an idle session's memory cgroup holds no process (its init stays out of it): the
+/// sweep judged it a killed run's once older than its grace, removed it, and the session's
+/// commands could no longer start. Here the session's cgroups are made to look old (their
+/// mtime an hour back) and a second envcraft process (`exec`) sweeps; the session's `exec`
+/// still runs, in its own memory cgroup.
+#[test]
+fn an_idle_sessions_cgroups_outlive_another_processs_sweep() {
+    if !ready() {
+        return;
+    }
+    let memory = Path::new("/sys/fs/cgroup/memory/envcraft");
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        common::skip("no cgroup v1 memory hierarchy: the init shares its run's cgroup there");
+        return;
+    }
+    let _heavy = common::heavy_test_lock();
+    let server = Server::start();
+    let r = server.create();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["session_id"].as_str().unwrap().to_string();
+    let before = call_ok(
+        &server,
+        &id,
+        "exec",
+        json!({"command": "grep :memory: /proc/self/cgroup"}),
+    );
+    let run = before["stdout"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(run.starts_with("envcraft-"), "{before}");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for hierarchy in [memory, Path::new("/sys/fs/cgroup/pids/envcraft")] {
+        fs::File::open(hierarchy.join(&run))
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    // Another process's first sandbox sweeps what killed runs left.
+    let ws = tempfile::tempdir().unwrap();
+    let swept = Command::new(common::envcraft())
+        .args(["exec", "--workspace"])
+        .arg(ws.path())
+        .args(["--", "true"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        swept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&swept.stderr)
+    );
+    assert!(
+        memory.join(&run).exists(),
+        "the idle session's memory cgroup was swept"
+    );
+    let after = call_ok(
+        &server,
+        &id,
+        "exec",
+        json!({"command": "grep :memory: /proc/self/cgroup"}),
+    );
+    assert_eq!(after["stdout"], before["stdout"], "{after}");
+    server.close(&id);
 }

@@ -5,10 +5,11 @@
 //! directory, a session's directory and a run's cgroups. Each directory holds a file its owner
 //! keeps locked; the first sandbox a process starts removes those whose lock is free (the
 //! owner died), and their cgroups. A killed run whose state directory went with its state
-//! root (a temporary one, say) leaves cgroups no state directory names: empty `envcraft-*`
-//! cgroups older than [`CGROUP_GRACE`] go too (a live run's cgroup is never empty for long: its
-//! init joins it as soon as it is made, and the kernel refuses to remove a cgroup that holds a
-//! process). Parked `spare-*` cgroups (see `cgroup`) are not removed: they are empty by
+//! root (a temporary one, say) leaves cgroups no state directory names: `envcraft-*` cgroups
+//! older than [`CGROUP_GRACE`] go too when neither they nor the run's cgroup of the same name
+//! in another hierarchy hold a process (a live run's pids cgroup is never empty for long: its
+//! init joins it as soon as it is made; on v1 its memory cgroup is empty while no command
+//! runs; and the kernel refuses to remove a cgroup that holds a process). Parked `spare-*` cgroups (see `cgroup`) are not removed: they are empty by
 //! construction, at most `cgroup::SPARES_MAX` per hierarchy, and are the next runs' cgroups.
 
 use std::fs;
@@ -196,15 +197,24 @@ fn sweep(state_root: &Path) {
         for name in &dead_runs {
             let _ = super::cgroup::remove_run_dir(&Path::new(parent).join(name));
         }
-        remove_old_empty_cgroups(Path::new(parent), CGROUP_GRACE);
+        remove_old_empty_cgroups(Path::new(parent), CGROUP_PARENTS, CGROUP_GRACE);
     }
 }
 
 /// Remove the `envcraft-*` cgroups under `parent` made more than `grace` ago that hold no
-/// process (the kernel refuses to remove the others: EBUSY).
-fn remove_old_empty_cgroups(parent: &Path, grace: std::time::Duration) {
+/// process, nor does the run's cgroup of that name under any of `hierarchies` (the kernel
+/// refuses to remove one that holds a process: EBUSY). On cgroup v1 a live session's memory
+/// cgroup is empty whenever no command runs (its init stays out of it, see `cgroup`): its pids
+/// cgroup, which holds the init, says it is alive. Judged by the memory cgroup alone, every
+/// session idle for a minute lost it to the sweep of the next envcraft process to start, and
+/// its commands could no longer start.
+fn remove_old_empty_cgroups(parent: &Path, hierarchies: &[&str], grace: std::time::Duration) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
+    };
+    let holds_process = |dir: &Path| match fs::read_to_string(dir.join("cgroup.procs")) {
+        Ok(procs) => !procs.trim().is_empty(),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -217,13 +227,11 @@ fn remove_old_empty_cgroups(parent: &Path, grace: std::time::Duration) {
             .ok()
             .and_then(|made| made.elapsed().ok())
             .is_some_and(|age| age > grace);
-        // Its commands' cgroup (v1) goes first, and only once the run's own holds nothing:
-        // a live run's init is in the run's cgroup while its commands' may be empty.
-        let empty = match fs::read_to_string(entry.path().join("cgroup.procs")) {
-            Ok(procs) => procs.trim().is_empty(),
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        };
-        if old && empty && super::cgroup::remove_run_dir(&entry.path()).is_ok() {
+        let alive = holds_process(&entry.path())
+            || hierarchies
+                .iter()
+                .any(|h| holds_process(&Path::new(h).join(&name)));
+        if old && !alive && super::cgroup::remove_run_dir(&entry.path()).is_ok() {
             tracing::debug!(cgroup = %entry.path().display(), "removed a killed run's cgroup");
         }
     }
@@ -277,7 +285,26 @@ mod tests {
                 .set_modified(long_ago)
                 .unwrap();
         }
-        remove_old_empty_cgroups(parent.path(), CGROUP_GRACE);
+        // A run whose pids cgroup (in another hierarchy) holds its init is alive, however old
+        // and empty its memory cgroup.
+        let pids = tempfile::tempdir().unwrap();
+        for name in ["envcraft-idle", "envcraft-gone"] {
+            fs::create_dir(parent.path().join(name)).unwrap();
+            fs::File::open(parent.path().join(name))
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+            fs::create_dir(pids.path().join(name)).unwrap();
+        }
+        fs::write(pids.path().join("envcraft-idle/cgroup.procs"), b"42\n").unwrap();
+        fs::write(pids.path().join("envcraft-gone/cgroup.procs"), b"").unwrap();
+        let hierarchies = [pids.path().to_str().unwrap()];
+        remove_old_empty_cgroups(parent.path(), &hierarchies, CGROUP_GRACE);
+        assert!(
+            parent.path().join("envcraft-idle").exists(),
+            "its init is alive"
+        );
+        assert!(!parent.path().join("envcraft-gone").exists());
         assert!(!parent.path().join("envcraft-old").exists());
         assert!(parent.path().join("envcraft-new").exists());
         assert!(parent.path().join("other-old").exists());

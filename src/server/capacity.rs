@@ -297,7 +297,10 @@ fn memory_total() -> Option<u64> {
 fn meminfo(field: &str) -> Option<u64> {
     use std::io::Read;
     let mut buf = [0u8; 8192];
-    let n = std::fs::File::open("/proc/meminfo").ok()?.read(&mut buf).ok()?;
+    let n = std::fs::File::open("/proc/meminfo")
+        .ok()?
+        .read(&mut buf)
+        .ok()?;
     let text = std::str::from_utf8(&buf[..n]).ok()?;
     let kib: u64 = text
         .lines()
