@@ -291,6 +291,9 @@ fn build(args: BuildArgs) -> Result<(), Error> {
         options.limits.max_bytes = max;
     }
     let built = crate::image::build(&store, &args.context, &options)?;
+    for note in &built.handed_over {
+        eprintln!("envcraft: {note}");
+    }
     let r = &built.record;
     print(&format!(
         "built {} ({}, {} layers, {} bytes) with {}\n",

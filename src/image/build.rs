@@ -70,6 +70,13 @@ pub enum BuildError {
         status: String,
         tail: String,
     },
+    #[error("cannot hand the image {name} from envcraft's store to the builder: cannot {what}")]
+    HandOver {
+        name: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot make a scratch directory for the build")]
     Scratch(#[source] std::io::Error),
     #[error(transparent)]
@@ -98,6 +105,8 @@ pub struct Built {
     pub record: ImageRecord,
     pub builder: Builder,
     pub isolation: Isolation,
+    /// The `FROM` images handed over from the store to the builder for the build, for people.
+    pub handed_over: Vec<String>,
 }
 
 /// `builder` found on `PATH`.
@@ -190,6 +199,11 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
                 .to_lowercase())
             .unwrap_or_default()
     );
+    let log = scratch.path().join("builder.log");
+    // The store's images the builder lacks, given to it; removed when `given` is dropped,
+    // on every path out of here.
+    let mut given =
+        super::handover::hand_over(store, builder, &program, &dockerfile, scratch.path(), &log)?;
     let mut build = Command::new(&program);
     build.args(build_args(
         builder,
@@ -199,7 +213,6 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
         &dockerfile,
         context,
     ));
-    let log = scratch.path().join("builder.log");
     let built = run(&mut build, &log, builder.program(), "build the image");
     let archive = scratch.path().join("image.tar");
     let saved = built.and_then(|()| {
@@ -214,6 +227,8 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+    let handed_over = std::mem::take(&mut given.notes);
+    drop(given);
     saved?;
     let imported = import(store, &archive, Some(&options.name), options.limits)
         .map_err(|e| BuildError::Import(Box::new(e)))?;
@@ -232,6 +247,7 @@ pub fn build(store: &Store, context: &Path, options: &BuildOptions) -> Result<Bu
         record,
         builder,
         isolation,
+        handed_over,
     })
 }
 
@@ -287,8 +303,19 @@ fn save_args(builder: Builder, tag: &str, archive: &Path) -> Vec<OsString> {
 
 /// Run `command` with its output (both streams) appended to `log`; a failure quotes the end
 /// of `log`.
-fn run(
+pub(super) fn run(
     command: &mut Command,
+    log: &Path,
+    program: &str,
+    what: &'static str,
+) -> Result<(), BuildError> {
+    run_fed(command, Stdio::null(), log, program, what)
+}
+
+/// [`run`] with `stdin` as the command's input.
+pub(super) fn run_fed(
+    command: &mut Command,
+    stdin: Stdio,
     log: &Path,
     program: &str,
     what: &'static str,
@@ -305,7 +332,7 @@ fn run(
     let err = out.try_clone().map_err(spawn_err)?;
     tracing::info!(?command, "running the image builder");
     let status = command
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(out)
         .stderr(err)
         .status()
@@ -324,7 +351,7 @@ fn run(
 }
 
 /// The last [`OUTPUT_TAIL`] bytes of `path`, from a line's start.
-fn tail(path: &Path) -> String {
+pub(super) fn tail(path: &Path) -> String {
     let mut text = Vec::new();
     if let Ok(mut file) = File::open(path) {
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);

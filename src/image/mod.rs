@@ -14,6 +14,7 @@
 //!   manifests and blobs, each checked against its digest, blobs resumable;
 //! - [`pull`]: `image pull`: a registry's image into the store, unpacked as imports are;
 //! - [`build`]: `image build`: a Dockerfile built by Podman or Buildah, its result imported;
+//! - [`handover`]: the store's `FROM` images the builder lacks, given to it for a build;
 //! - [`leftovers`]: what killed builds leave (the builder's image, a scratch directory), for `gc`;
 //! - [`tree`]: the files an image's stacked layers have below a directory;
 //! - [`lookup`]: an image by the name a user gives, a pinned reference pulled on first use.
@@ -21,6 +22,7 @@
 mod blob;
 pub mod build;
 pub mod credentials;
+mod handover;
 pub mod import;
 pub mod layer;
 pub mod leftovers;

@@ -160,6 +160,7 @@ pub fn provide(
                             source: Box::new(e),
                         }
                     })?;
+                    said.extend(built.handed_over.iter().cloned());
                     said.push(format!(
                         "environment/Dockerfile built by {} into the image `{image}`",
                         built.builder.program()
@@ -175,6 +176,11 @@ pub fn provide(
                     source,
                 })?;
             }
+            // The environment's workspace directory, empty when the image has no files there.
+            std::fs::create_dir_all(&files).map_err(|source| ImportError::Write {
+                path: files.clone(),
+                source,
+            })?;
             for (rel, file) in &tree.files {
                 let target = files.join(rel);
                 if let Some(parent) = target.parent() {
