@@ -60,36 +60,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_path_buf();
         let d = d.as_path();
-        fs::write(
-            d.join("storage.conf"),
-            format!(
-                "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n",
-                d.display()
-            ),
-        )
-        .unwrap();
-        let rootfs = d.join("rootfs");
-        for sub in ["bin", "tmp", "etc", "opt"] {
-            fs::create_dir_all(rootfs.join(sub)).unwrap();
-        }
-        fs::copy(BUSYBOX, rootfs.join("bin/busybox")).unwrap();
-        let list = Command::new(BUSYBOX).arg("--list").output().unwrap();
-        for applet in String::from_utf8_lossy(&list.stdout).lines() {
-            let link = rootfs.join("bin").join(applet);
-            if !link.exists() {
-                std::os::unix::fs::symlink("busybox", link).unwrap();
-            }
-        }
-        let tar = d.join("rootfs.tar");
-        let out = Command::new("tar")
-            .arg("-C")
-            .arg(&rootfs)
-            .arg("-cf")
-            .arg(&tar)
-            .arg(".")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tar: {}", stderr(&out));
+        let tar = common::podman_storage_and_busybox_tar(d, BUSYBOX);
         let world = World { dir };
         let base = "localhost/envcraft-test-busybox:1";
         world.ok(&["import", tar.to_str().unwrap(), base]);

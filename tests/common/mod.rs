@@ -1264,3 +1264,45 @@ pub fn copy_dir(from: &Path, to: &Path) {
         .unwrap();
     assert!(status.success());
 }
+
+/// A Podman storage of a test's own under `dir` (`dir/storage.conf`, for
+/// `CONTAINERS_STORAGE_CONF`), and a tar of a busybox root made from the static `busybox`
+/// (`bin/` with it and a link per applet, `tmp`, `etc`, `opt`): a base image without network.
+/// Returns the tar's path.
+pub fn podman_storage_and_busybox_tar(dir: &Path, busybox: &str) -> PathBuf {
+    fs::write(
+        dir.join("storage.conf"),
+        format!(
+            "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\nrootless_storage_path = \"{0}/graph\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let rootfs = dir.join("rootfs");
+    for sub in ["bin", "tmp", "etc", "opt"] {
+        fs::create_dir_all(rootfs.join(sub)).unwrap();
+    }
+    fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
+    let list = Command::new(busybox).arg("--list").output().unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        let link = rootfs.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", link).unwrap();
+        }
+    }
+    let tar = dir.join("rootfs.tar");
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(&rootfs)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tar: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tar
+}
