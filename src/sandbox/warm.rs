@@ -9,7 +9,8 @@
 //! earlier at most under load).
 //!
 //! Each kind (with or without a network namespace) is kept only once something asked for it,
-//! up to [`start`]'s `size` each; a refill thread makes one whenever one is taken. An init
+//! up to [`start`]'s `size` each; a refill thread makes one whenever one is taken, once creates
+//! pause (see [`super::pool::QUIET`]). An init
 //! that died while it waited (killed from outside) is dropped when it is taken, and a fresh
 //! one is cloned instead.
 
@@ -153,6 +154,7 @@ impl Pool {
                     }
                 }
             };
+            super::pool::wait_quiet();
             let made = Prestart::clone_now(network);
             let mut state = self.lock();
             if state.closed {

@@ -136,7 +136,7 @@ fn load_task(state: &AppState, name: &str) -> Result<TaskSpec, ApiError> {
     if !dir.join("task.toml").is_file() {
         return Err(ApiError::task_not_found(name));
     }
-    TaskSpec::load(&dir).map_err(|e| {
+    super::task_cache::load(&dir).map_err(|e| {
         if let Some(refused) = super::capacity::refused_by_kernel(&e) {
             return refused;
         }

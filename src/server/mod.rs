@@ -37,6 +37,7 @@ pub mod registry;
 pub mod requests;
 pub mod resume;
 pub mod routes;
+pub mod task_cache;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -187,7 +188,7 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
     let started = std::time::Instant::now();
     let response = guarded(&state, request, next).await;
     let status = response.status().as_u16();
-    tracing::debug!(%method, %path, status, ms = started.elapsed().as_millis() as u64, "request");
+    tracing::debug!(%method, %path, status, ms = started.elapsed().as_secs_f64() * 1e3, "request");
     state.metrics.http_response(status);
     if state.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
         state.idle.notify_waiters();
