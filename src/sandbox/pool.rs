@@ -293,3 +293,26 @@ fn build(plan: &Plan, state_root: &Path) -> Result<Sandbox, SandboxError> {
     sandbox.wait_ready()?;
     Ok(sandbox)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_build_waits_until_no_create_has_asked_for_the_quiet_period() {
+        // What `take` records when a create asks; the builders wait on it.
+        LAST_ASK.store(since_epoch(), Ordering::Relaxed);
+        let asked = Instant::now();
+        wait_quiet();
+        assert!(
+            asked.elapsed() >= QUIET - Duration::from_micros(100),
+            "waited {:?}, the quiet period is {QUIET:?}",
+            asked.elapsed()
+        );
+        // A later ask starts the period again.
+        LAST_ASK.store(since_epoch(), Ordering::Relaxed);
+        let again = Instant::now();
+        wait_quiet();
+        assert!(again.elapsed() >= QUIET - Duration::from_micros(100));
+    }
+}
