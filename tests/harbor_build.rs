@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PODMAN: &str = "/usr/bin/podman";
+const PODMAN: &str = common::PODMAN;
 const BUILDAH: &str = "/usr/bin/buildah";
 const BUSYBOX: &str = "/bin/busybox";
 const REGISTRY: &str = "/usr/bin/docker-registry";
@@ -40,73 +40,16 @@ fn ready(also: &[&str]) -> bool {
     true
 }
 
-/// A Podman storage and an envcraft state root of the test's own, and a busybox base image
-/// (`localhost/envcraft-test-busybox:1`) in that storage.
-struct World {
-    dir: tempfile::TempDir,
-}
+/// A Podman storage and an envcraft state root of the test's own, and [`BASE`] in that storage.
+type World = common::PodmanWorld;
 
-const BASE: &str = "localhost/envcraft-test-busybox:1";
+const BASE: &str = common::BUSYBOX_BASE;
 
-impl World {
-    fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let tar = common::podman_storage_and_busybox_tar(d, BUSYBOX);
-        let world = World { dir };
-        let out = world.podman(&["import", tar.to_str().unwrap(), BASE]);
-        assert!(out.status.success(), "podman import: {}", stderr(&out));
-        world
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn state(&self) -> PathBuf {
-        self.path().join("state")
-    }
-
-    fn env(&self, cmd: &mut Command) {
-        cmd.env("CONTAINERS_STORAGE_CONF", self.path().join("storage.conf"))
-            .env("ENVCRAFT_STATE_DIR", self.state());
-    }
-
-    fn podman(&self, args: &[&str]) -> std::process::Output {
-        let mut cmd = Command::new(PODMAN);
-        self.env(&mut cmd);
-        cmd.args(args).output().unwrap()
-    }
-
-    /// `envcraft ARGS` through `contained`, with `path` as its PATH when given.
-    fn envcraft(&self, args: &[&str], path: Option<&Path>) -> (i32, String, String) {
-        let mut cmd = Command::new("bash");
-        cmd.arg(common::contained().unwrap()).arg("/usr/bin/env");
-        if let Some(p) = path {
-            cmd.arg(format!("PATH={}", p.display()));
-        }
-        cmd.arg(common::envcraft()).args(args);
-        self.env(&mut cmd);
-        let out = cmd.output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr(&out),
-        )
-    }
-
-    /// The names of the images in Podman's storage.
-    fn podman_images(&self) -> String {
-        let out = self.podman(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// A directory that is an empty PATH (no builder on it).
-    fn no_builders(&self) -> PathBuf {
-        let p = self.path().join("empty-path");
-        fs::create_dir_all(&p).unwrap();
-        p
-    }
+/// A directory that is an empty PATH (no builder on it).
+fn no_builders(world: &World) -> PathBuf {
+    let p = world.path().join("empty-path");
+    fs::create_dir_all(&p).unwrap();
+    p
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -181,7 +124,7 @@ fn image_build_brings_the_builders_image_into_the_store_and_removes_its_own() {
     if !ready(&[]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     let ctx = world.path().join("ctx");
     fs::create_dir_all(&ctx).unwrap();
     fs::write(
@@ -276,7 +219,7 @@ fn image_build_brings_the_builders_image_into_the_store_and_removes_its_own() {
     // No builder on PATH: which ones were looked for, and how to bring an image in otherwise.
     let (code, _, err) = world.envcraft(
         &["image", "build", ctx_arg, "--name", "none"],
-        Some(&world.no_builders()),
+        Some(&no_builders(&world)),
     );
     assert_eq!(code, 125, "{err}");
     for words in [
@@ -293,7 +236,7 @@ fn a_harbor_task_with_a_run_step_is_built_once_oracle_one_nop_zero() {
     if !ready(&[]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     let task = built_task(&world.path().join("ds/built"));
     // The test also checks the workspace's seed.txt, which only the built image has.
     fs::write(
@@ -404,7 +347,7 @@ fn verify_and_tools_of_a_harbor_task_build_its_image_as_run_does() {
     if !ready(&[]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     let task = built_task(&world.path().join("built"));
     let t = task.to_str().unwrap();
     // The final workspace of an agent that did the task: its grader (tests/test.sh) passes only
@@ -442,7 +385,7 @@ fn verify_and_tools_of_a_harbor_task_build_its_image_as_run_does() {
     let fresh = world.path().join("fresh-state");
     let (code, out, err) = world.envcraft(
         &["tools", t, "--state-dir", fresh.to_str().unwrap()],
-        Some(&world.no_builders()),
+        Some(&no_builders(&world)),
     );
     assert_ne!(code, 0, "{out}\n{err}");
     assert!(err.contains("no image builder is installed"), "{err}");
@@ -453,7 +396,7 @@ fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
     if !ready(&[]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     let task = built_task(&world.path().join("built"));
     let t = task.to_str().unwrap();
     let dest = world.path().join("out");
@@ -461,7 +404,7 @@ fn without_a_builder_a_run_step_is_refused_naming_the_builders() {
         vec!["run", t],
         vec!["import", "harbor", t, dest.to_str().unwrap()],
     ] {
-        let (code, out, err) = world.envcraft(&args, Some(&world.no_builders()));
+        let (code, out, err) = world.envcraft(&args, Some(&no_builders(&world)));
         let said = format!("{out}{err}");
         assert_ne!(code, 0, "{said}");
         for words in [
@@ -534,7 +477,7 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     if !ready(&[REGISTRY, SKOPEO]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     let registry = Registry::start(world.path());
     // The image: the base with /opt/x, built by Podman and pushed with skopeo.
     let ctx = world.path().join("ctx");
@@ -571,7 +514,7 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
         &[],
     );
     let t = task.to_str().unwrap();
-    let (code, out, err) = world.envcraft(&["run", t, "--json"], Some(&world.no_builders()));
+    let (code, out, err) = world.envcraft(&["run", t, "--json"], Some(&no_builders(&world)));
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
     let pinned = format!("127.0.0.1:{}/harbor/app@sha256:", registry.port);
@@ -613,7 +556,7 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
     let state_arg = fresh.to_str().unwrap();
     let (code, out, err) = world.envcraft(
         &["run", p, "--json", "--state-dir", state_arg],
-        Some(&world.no_builders()),
+        Some(&no_builders(&world)),
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(reward(&out), Some(1.0), "{out}\n{err}");
@@ -633,7 +576,7 @@ fn a_docker_image_the_store_lacks_is_pulled_on_the_fly_and_pinned() {
             "--actions",
             world.path().join("none.jsonl").to_str().unwrap(),
         ],
-        Some(&world.no_builders()),
+        Some(&no_builders(&world)),
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(reward(&out), Some(0.0), "{out}\n{err}");
@@ -669,7 +612,7 @@ fn gc_removes_killed_builds_leftovers_past_the_grace_and_never_a_build_in_progre
     if !ready(&[]) {
         return;
     }
-    let world = World::new();
+    let world = World::new(BUSYBOX);
     // Builder images as killed builds leave them: two made long ago (`--timestamp 0`), one of
     // them a build in progress (its scratch directory's lock held), and one made just now.
     let ctx = world.path().join("ctx");

@@ -14,9 +14,8 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const PODMAN: &str = "/usr/bin/podman";
+const PODMAN: &str = common::PODMAN;
 const BUILDAH: &str = "/usr/bin/buildah";
 const BUSYBOX: &str = "/bin/busybox";
 
@@ -50,92 +49,31 @@ fn ready() -> bool {
     true
 }
 
-struct World {
-    dir: tempfile::TempDir,
-}
-
-impl World {
-    /// A Podman storage and a state root of the test's own; [`ONLY`] in envcraft's store only.
-    fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().to_path_buf();
-        let d = d.as_path();
-        let tar = common::podman_storage_and_busybox_tar(d, BUSYBOX);
-        let world = World { dir };
-        let base = "localhost/envcraft-test-busybox:1";
-        world.ok(&["import", tar.to_str().unwrap(), base]);
-        let ctx = d.join("only-ctx");
-        fs::create_dir_all(&ctx).unwrap();
-        fs::write(ctx.join("Dockerfile"), ONLY_DOCKERFILE).unwrap();
-        world.ok(&["build", "-t", ONLY, ctx.to_str().unwrap()]);
-        let archive = d.join("only.tar");
-        world.ok(&[
-            "save",
-            "--format",
-            "oci-archive",
-            "-o",
-            archive.to_str().unwrap(),
-            ONLY,
-        ]);
-        let (code, out, err) = world.envcraft(
-            &["image", "import", archive.to_str().unwrap(), "--name", ONLY],
-            None,
-        );
-        assert_eq!(code, 0, "{out}\n{err}");
-        world.ok(&["rmi", "-f", ONLY, base]);
-        assert!(!world.podman_has(ONLY), "{}", world.podman_images());
-        world
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn env(&self, cmd: &mut Command) {
-        cmd.env("CONTAINERS_STORAGE_CONF", self.path().join("storage.conf"))
-            .env("ENVCRAFT_STATE_DIR", self.path().join("state"));
-    }
-
-    fn podman(&self, args: &[&str]) -> std::process::Output {
-        let mut cmd = Command::new(PODMAN);
-        self.env(&mut cmd);
-        cmd.args(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) {
-        let out = self.podman(args);
-        assert!(out.status.success(), "podman {args:?}: {}", stderr(&out));
-    }
-
-    fn podman_has(&self, name: &str) -> bool {
-        self.podman(&["image", "exists", name]).status.success()
-    }
-
-    fn podman_images(&self) -> String {
-        let out = self.podman(&["images", "-a", "--format", "{{.Repository}}:{{.Tag}}"]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `envcraft ARGS` through `contained`, with `path` as its PATH when given.
-    fn envcraft(&self, args: &[&str], path: Option<&Path>) -> (i32, String, String) {
-        let mut cmd = Command::new("bash");
-        cmd.arg(common::contained().unwrap()).arg("/usr/bin/env");
-        if let Some(p) = path {
-            cmd.arg(format!("PATH={}", p.display()));
-        }
-        cmd.arg(common::envcraft()).args(args);
-        self.env(&mut cmd);
-        let out = cmd.output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr(&out),
-        )
-    }
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+/// A Podman storage and a state root of the test's own; [`ONLY`] in envcraft's store only.
+fn world() -> common::PodmanWorld {
+    let world = common::PodmanWorld::new(BUSYBOX);
+    let d = world.path().to_path_buf();
+    let ctx = d.join("only-ctx");
+    fs::create_dir_all(&ctx).unwrap();
+    fs::write(ctx.join("Dockerfile"), ONLY_DOCKERFILE).unwrap();
+    world.podman_ok(&["build", "-t", ONLY, ctx.to_str().unwrap()]);
+    let archive = d.join("only.tar");
+    world.podman_ok(&[
+        "save",
+        "--format",
+        "oci-archive",
+        "-o",
+        archive.to_str().unwrap(),
+        ONLY,
+    ]);
+    let (code, out, err) = world.envcraft(
+        &["image", "import", archive.to_str().unwrap(), "--name", ONLY],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    world.podman_ok(&["rmi", "-f", ONLY, common::BUSYBOX_BASE]);
+    assert!(!world.podman_has(ONLY), "{}", world.podman_images());
+    world
 }
 
 #[test]
@@ -143,7 +81,7 @@ fn image_build_hands_a_base_only_the_store_holds_to_each_builder_and_takes_it_ba
     if !ready() {
         return;
     }
-    let world = World::new();
+    let world = world();
     let ctx = world.path().join("ctx");
     fs::create_dir_all(&ctx).unwrap();
     fs::write(
@@ -241,7 +179,7 @@ fn a_harbor_task_over_a_base_only_the_store_holds_scores_oracle_one() {
     if !ready() {
         return;
     }
-    let world = World::new();
+    let world = world();
     let task: PathBuf = world.path().join("over-store");
     for d in ["tests", "solution", "environment"] {
         fs::create_dir_all(task.join(d)).unwrap();

@@ -1265,44 +1265,118 @@ pub fn copy_dir(from: &Path, to: &Path) {
     assert!(status.success());
 }
 
-/// A Podman storage of a test's own under `dir` (`dir/storage.conf`, for
-/// `CONTAINERS_STORAGE_CONF`), and a tar of a busybox root made from the static `busybox`
-/// (`bin/` with it and a link per applet, `tmp`, `etc`, `opt`): a base image without network.
-/// Returns the tar's path.
-pub fn podman_storage_and_busybox_tar(dir: &Path, busybox: &str) -> PathBuf {
-    fs::write(
-        dir.join("storage.conf"),
-        format!(
-            "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\nrootless_storage_path = \"{0}/graph\"\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-    let rootfs = dir.join("rootfs");
-    for sub in ["bin", "tmp", "etc", "opt"] {
-        fs::create_dir_all(rootfs.join(sub)).unwrap();
-    }
-    fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
-    let list = Command::new(busybox).arg("--list").output().unwrap();
-    for applet in String::from_utf8_lossy(&list.stdout).lines() {
-        let link = rootfs.join("bin").join(applet);
-        if !link.exists() {
-            std::os::unix::fs::symlink("busybox", link).unwrap();
-        }
-    }
-    let tar = dir.join("rootfs.tar");
-    let out = Command::new("tar")
-        .arg("-C")
-        .arg(&rootfs)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .output()
+/// The installed Podman the image-build suites drive.
+pub const PODMAN: &str = "/usr/bin/podman";
+
+/// The busybox base image a [`PodmanWorld`] holds.
+pub const BUSYBOX_BASE: &str = "localhost/envcraft-test-busybox:1";
+
+/// A Podman storage and an envcraft state root of a test's own, in a temporary directory, with
+/// [`BUSYBOX_BASE`] in that storage: a root of the static `busybox` (`bin/` with it and a link
+/// per applet, `tmp`, `etc`, `opt`), made without network and `podman import`ed.
+pub struct PodmanWorld {
+    dir: tempfile::TempDir,
+}
+
+impl PodmanWorld {
+    pub fn new(busybox: &str) -> PodmanWorld {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(
+            d.join("storage.conf"),
+            format!(
+                "[storage]\ndriver = \"overlay\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\nrootless_storage_path = \"{0}/graph\"\n",
+                d.display()
+            ),
+        )
         .unwrap();
-    assert!(
-        out.status.success(),
-        "tar: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    tar
+        let rootfs = d.join("rootfs");
+        for sub in ["bin", "tmp", "etc", "opt"] {
+            fs::create_dir_all(rootfs.join(sub)).unwrap();
+        }
+        fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
+        let list = Command::new(busybox).arg("--list").output().unwrap();
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            let link = rootfs.join("bin").join(applet);
+            if !link.exists() {
+                std::os::unix::fs::symlink("busybox", link).unwrap();
+            }
+        }
+        let tar = d.join("rootfs.tar");
+        let out = Command::new("tar")
+            .arg("-C")
+            .arg(&rootfs)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tar: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let world = PodmanWorld { dir };
+        world.podman_ok(&["import", tar.to_str().unwrap(), BUSYBOX_BASE]);
+        world
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// envcraft's state root.
+    pub fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    /// Point `cmd` at this world's Podman storage and envcraft state root.
+    pub fn env(&self, cmd: &mut Command) {
+        cmd.env("CONTAINERS_STORAGE_CONF", self.path().join("storage.conf"))
+            .env("ENVCRAFT_STATE_DIR", self.state());
+    }
+
+    pub fn podman(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(PODMAN);
+        self.env(&mut cmd);
+        cmd.args(args).output().unwrap()
+    }
+
+    /// `podman ARGS`, which must succeed.
+    pub fn podman_ok(&self, args: &[&str]) {
+        let out = self.podman(args);
+        assert!(
+            out.status.success(),
+            "podman {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn podman_has(&self, name: &str) -> bool {
+        self.podman(&["image", "exists", name]).status.success()
+    }
+
+    /// The names of every image in the storage, intermediate ones too, a line each.
+    pub fn podman_images(&self) -> String {
+        let out = self.podman(&["images", "-a", "--format", "{{.Repository}}:{{.Tag}}"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `envcraft ARGS` through `contained`, with `path` as its PATH when given: (exit code,
+    /// stdout, stderr).
+    pub fn envcraft(&self, args: &[&str], path: Option<&Path>) -> (i32, String, String) {
+        let mut cmd = Command::new("bash");
+        cmd.arg(contained().unwrap()).arg("/usr/bin/env");
+        if let Some(p) = path {
+            cmd.arg(format!("PATH={}", p.display()));
+        }
+        cmd.arg(envcraft()).args(args);
+        self.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
 }
