@@ -90,6 +90,16 @@ pub fn detect() -> CgroupSupport {
     CgroupSupport::None
 }
 
+/// Whether runs here get a memory cgroup (their memory limit): what `detect` offers, with the
+/// memory controller mounted where it is v1.
+pub fn memory_limited() -> bool {
+    match detect() {
+        CgroupSupport::None => false,
+        CgroupSupport::V2 => true,
+        CgroupSupport::V1 => Path::new(V1_MEMORY).join("memory.limit_in_bytes").exists(),
+    }
+}
+
 /// The cgroup directories of one run: named first (so the sandbox can be told where to join
 /// before they exist), made while the sandbox builds its root, removed on drop.
 pub struct RunCgroup {

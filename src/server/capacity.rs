@@ -26,10 +26,43 @@ pub const ANSWER_MARGIN: u64 = 64;
 /// the cgroup's, the transcript, rounded up.
 pub const UNMEASURED_SESSION_FDS: u64 = 12;
 
-/// Memory of the machine one idle session takes, measured system-wide (`/proc/meminfo`) with
-/// inits made by the sandbox maker: 712-843 KiB at 500-1,000 idle sessions (see
+/// Memory of the machine one idle session takes besides its memory cgroup's shrinker state,
+/// measured system-wide (`/proc/meminfo`): 0.65-0.70 MiB at 1,000 and at 10,000 idle sessions
+/// (the init's pages and page tables, the network and other namespaces, the mounts; see
 /// bench/README.md), rounded up. An estimate, not measured at each start.
-pub const SESSION_MEMORY_BYTES: u64 = 1 << 20;
+pub const SESSION_MEMORY_BYTES: u64 = 768 << 10;
+
+/// Filesystem instances a session mounts (its scratch and layer tmpfs, its workspace overlay,
+/// its `/proc`, its IPC namespace's `mqueue`): each is a memory-aware shrinker of the kernel.
+pub const SESSION_SUPERBLOCKS: u64 = 5;
+
+/// What a memory cgroup holds for every 64 shrinkers the machine has had at once, per NUMA
+/// node: a 520-byte unit (their deferred counts and bitmap) in a `kmalloc-1k` object.
+pub const SHRINKER_UNIT_BYTES: u64 = 1024;
+
+/// The machine's memory one idle session costs while `sessions` are open: the part of its own
+/// ([`SESSION_MEMORY_BYTES`]), and where each session has a memory cgroup (`memcg_nodes` > 0,
+/// the NUMA nodes the kernel keeps shrinker state for) the state that cgroup holds for every
+/// session's filesystems, which grows with the sessions open (see docs/http-api.md).
+pub fn session_memory(sessions: u64, memcg_nodes: u64) -> u64 {
+    let units = (sessions * SESSION_SUPERBLOCKS).div_ceil(64);
+    SESSION_MEMORY_BYTES + units * SHRINKER_UNIT_BYTES * memcg_nodes
+}
+
+/// The most sessions whose memory ([`session_memory`] each) fits in `room` bytes.
+pub fn sessions_in_memory(room: u64, memcg_nodes: u64) -> u64 {
+    let fits = |n: u64| n.saturating_mul(session_memory(n, memcg_nodes)) <= room;
+    let (mut low, mut high) = (0, room / SESSION_MEMORY_BYTES);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    low
+}
 
 /// The resource a session could not get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +108,9 @@ pub struct Machine {
     pub memory_available: Option<u64>,
     /// `MemTotal` of `/proc/meminfo`.
     pub memory_total: Option<u64>,
+    /// The NUMA nodes a memory cgroup holds shrinker state for where each session gets one,
+    /// else 0 (no cgroup limits here).
+    pub memcg_nodes: u64,
 }
 
 /// Where envcraft makes its runs' cgroups on a cgroup v2 host (see `sandbox::cgroup`).
@@ -98,6 +134,8 @@ pub struct Plan {
     pub holding: u64,
     pub by_processes: Option<u64>,
     pub by_memory: Option<u64>,
+    /// What one idle session costs the machine once `sessions` are open ([`session_memory`]).
+    pub memory_per_session: u64,
     pub max_sessions: u64,
     /// Descriptors kept for connections and answers.
     pub reserved: u64,
@@ -170,7 +208,8 @@ pub fn plan(
         .processes_left
         .map(|left| left / cost.processes.max(1));
     let by_memory = machine.memory_available.map(|m| {
-        m.saturating_sub(memory_floor(machine.memory_total.unwrap_or(m))) / SESSION_MEMORY_BYTES
+        let room = m.saturating_sub(memory_floor(machine.memory_total.unwrap_or(m)));
+        sessions_in_memory(room, machine.memcg_nodes)
     });
     let mut sessions = max_sessions;
     let mut bound = "max_sessions";
@@ -196,6 +235,7 @@ pub fn plan(
         holding,
         by_processes,
         by_memory,
+        memory_per_session: session_memory(sessions, machine.memcg_nodes),
         max_sessions,
         reserved,
         sessions,
@@ -321,7 +361,32 @@ pub fn machine(fd_limit: u64) -> Machine {
         processes_left: processes_left(),
         memory_available: memory_available(),
         memory_total: memory_total(),
+        memcg_nodes: memcg_nodes(),
     }
+}
+
+/// The NUMA nodes the kernel keeps each memory cgroup's shrinker state for (its possible
+/// nodes), where sessions get memory cgroups; 0 where they get none.
+fn memcg_nodes() -> u64 {
+    if !crate::sandbox::cgroup::memory_limited() {
+        return 0;
+    }
+    std::fs::read_to_string("/sys/devices/system/node/possible")
+        .ok()
+        .and_then(|list| node_count(&list))
+        .unwrap_or(1)
+}
+
+/// Nodes in a kernel node list (`0`, `0-3`, `0,2-3`).
+fn node_count(list: &str) -> Option<u64> {
+    let mut count = 0;
+    for part in list.trim().split(',') {
+        count += match part.split_once('-') {
+            Some((a, b)) => b.parse::<u64>().ok()?.checked_sub(a.parse::<u64>().ok()?)? + 1,
+            None => part.parse::<u64>().map(|_| 1).ok()?,
+        };
+    }
+    Some(count)
 }
 
 /// Measure one session: make two of the first task under `workspaces` that makes one (at
@@ -639,7 +704,8 @@ pub fn log(plan: &Plan, machine: &Machine, cost: &SessionCost) {
         sessions_holding_workspace_descriptors = plan.holding,
         measured = cost.measured,
         processes_per_session = cost.processes,
-        memory_per_session_estimate = SESSION_MEMORY_BYTES,
+        memory_per_session_estimate = plan.memory_per_session,
+        memory_cgroup_nodes = machine.memcg_nodes,
         "capacity: this machine can hold {} sessions, bounded by {}",
         plan.sessions,
         plan.bound

@@ -8,6 +8,7 @@ fn machine(fd_limit: u64, fds_open: u64) -> Machine {
         processes_left: None,
         memory_available: None,
         memory_total: None,
+        memcg_nodes: 0,
     }
 }
 
@@ -92,6 +93,61 @@ fn the_smallest_of_processes_and_memory_bounds_too() {
     let plan = plan(&m, &NINE, 64, 10_000);
     assert_eq!((plan.sessions, plan.bound), (200, "memory"));
     assert_eq!(plan.by_processes, Some(300));
+}
+
+#[test]
+fn a_sessions_memory_grows_with_the_sessions_where_each_has_a_memory_cgroup() {
+    // Five filesystems a session: 1,000 sessions are 5,000 shrinkers, 79 units of 64.
+    assert_eq!(session_memory(1000, 1), SESSION_MEMORY_BYTES + 79 * 1024);
+    assert_eq!(session_memory(10_000, 1), SESSION_MEMORY_BYTES + 782 * 1024);
+    assert_eq!(
+        session_memory(10_000, 2),
+        SESSION_MEMORY_BYTES + 2 * 782 * 1024
+    );
+    assert_eq!(session_memory(10_000, 0), SESSION_MEMORY_BYTES);
+    // What the 10,000-session runs measured (1,426-1,500 KiB a session) is within the model.
+    let ten = session_memory(10_000, 1) >> 10;
+    assert!((1_400..=1_600).contains(&ten), "{ten} KiB");
+}
+
+#[test]
+fn the_memory_bound_is_the_most_sessions_whose_growing_cost_fits() {
+    let room = 22 << 30;
+    let n = sessions_in_memory(room, 1);
+    assert!(n * session_memory(n, 1) <= room);
+    assert!((n + 1) * session_memory(n + 1, 1) > room);
+    // Quadratic, not room / estimate: about 13,000 on 22 GiB, not 30,000.
+    assert!((12_000..14_000).contains(&n), "{n}");
+    assert_eq!(sessions_in_memory(room, 0), room / SESSION_MEMORY_BYTES);
+    assert_eq!(sessions_in_memory(0, 1), 0);
+    assert_eq!(sessions_in_memory(SESSION_MEMORY_BYTES, 1), 0);
+    assert_eq!(sessions_in_memory(SESSION_MEMORY_BYTES + 1024, 1), 1);
+}
+
+#[test]
+fn a_plan_under_memory_cgroups_states_the_cost_at_its_count() {
+    let total = 24 << 30;
+    let m = Machine {
+        memory_available: Some(total - (1 << 30)),
+        memory_total: Some(total),
+        memcg_nodes: 1,
+        ..machine(1 << 20, 100)
+    };
+    let plan = plan(&m, &GIVING_BACK, 4096, 100_000);
+    assert_eq!(plan.bound, "memory");
+    assert_eq!(plan.by_memory, Some(plan.sessions));
+    assert_eq!(plan.memory_per_session, session_memory(plan.sessions, 1));
+    let held = plan_for_sessions(&m, &GIVING_BACK, 1000);
+    assert_eq!(held.memory_per_session, session_memory(1000, 1));
+}
+
+#[test]
+fn node_lists_are_counted() {
+    assert_eq!(node_count("0\n"), Some(1));
+    assert_eq!(node_count("0-3"), Some(4));
+    assert_eq!(node_count("0,2-3"), Some(3));
+    assert_eq!(node_count("x"), None);
+    assert_eq!(node_count("3-1"), None);
 }
 
 #[test]
