@@ -323,9 +323,61 @@ pub fn landlock_abi_version() -> i32 {
     if ret < 0 { 0 } else { ret as i32 }
 }
 
-/// The stack of a raw child (`clone` with `CLONE_VM` onto a stack of its own): an anonymous
-/// mapping, so only the pages the child touches are ever made; unmapped on drop, which its
-/// owner lets happen only once no child runs on it.
+/// One value in an anonymous shared mapping: the same memory in this process and in a child
+/// cloned without `CLONE_VM` (a copy of everything else), so that such a child can report
+/// through it. Unmapped on drop, which its owner lets happen only once the child has exited.
+pub struct SharedValue<T: Sync> {
+    value: std::ptr::NonNull<T>,
+    len: std::num::NonZeroUsize,
+}
+
+impl<T: Sync> SharedValue<T> {
+    pub fn new(value: T) -> io::Result<SharedValue<T>> {
+        let len = std::num::NonZeroUsize::new(std::mem::size_of::<T>().max(1))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let base = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                None,
+                len,
+                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+                nix::sys::mman::MapFlags::MAP_SHARED,
+            )
+        }
+        .map_err(io::Error::from)?;
+        let value_ptr = base.cast::<T>();
+        // SAFETY: the mapping is page-aligned (so aligned for T), at least size_of::<T>() long,
+        // and ours alone until this returns.
+        unsafe { value_ptr.as_ptr().write(value) };
+        Ok(SharedValue {
+            value: value_ptr,
+            len,
+        })
+    }
+}
+
+impl<T: Sync> std::ops::Deref for SharedValue<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: written in `new`, valid until drop; T is Sync, so sharing it is sound.
+        unsafe { self.value.as_ref() }
+    }
+}
+
+impl<T: Sync> Drop for SharedValue<T> {
+    fn drop(&mut self) {
+        // SAFETY: the value was written in `new` and is dropped once; then our own mapping of
+        // this size is unmapped (the owner guarantees no child uses it any more).
+        unsafe {
+            std::ptr::drop_in_place(self.value.as_ptr());
+            let _ = nix::sys::mman::munmap(self.value.cast(), self.len.get());
+        }
+    }
+}
+
+/// The stack of a raw child (`clone` onto a stack of its own): an anonymous private mapping, so
+/// only the pages the child touches are ever made; unmapped on drop, which its owner lets happen
+/// only once no child runs on it.
 pub struct ChildStack {
     base: std::ptr::NonNull<libc::c_void>,
     len: usize,
@@ -351,6 +403,19 @@ impl ChildStack {
     /// Where the child's stack pointer starts: the (16-byte aligned) end, as stacks grow down.
     pub fn top(&self) -> *mut libc::c_void {
         ((self.base.as_ptr() as usize + self.len) & !15) as *mut libc::c_void
+    }
+
+    /// Whether every byte but the top `spared` is still zero, as mapped: no process sharing
+    /// this memory ran on it (the C library's `clone` writes the child's function and argument
+    /// at the top, in the parent). Only while no child runs on it.
+    #[cfg(test)]
+    pub fn is_untouched_below(&self, spared: usize) -> bool {
+        // SAFETY: our own mapping of `len` bytes, readable; no child writes it meanwhile.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<u8>(), self.len) };
+        bytes[..self.len.saturating_sub(spared)]
+            .iter()
+            .all(|b| *b == 0)
     }
 }
 

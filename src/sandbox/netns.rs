@@ -5,15 +5,22 @@
 //! 0.55-0.65 ms with a network namespace as well (the kernel registers a loopback device, its
 //! sysctl tables and every protocol's per-namespace state). Made by the clone, it delayed
 //! everything after it. So the init is cloned without it, and at once starts a helper
-//! (`clone(CLONE_VM | CLONE_FILES)` onto a stack of its own: the init's memory and descriptors,
-//! no copy of either) that unshares a new network namespace, brings its loopback up and leaves a
-//! descriptor of it, while the init mounts the root on the other core. The init joins it
+//! (`clone(CLONE_FILES)` onto a stack of its own: the init's descriptors, and a copy-on-write
+//! copy of its memory) that unshares a new network namespace, brings its loopback up and leaves
+//! a descriptor of it, while the init mounts the root on the other core. The init joins it
 //! (`setns`) before anything runs in the sandbox and before it restricts itself. The namespace
 //! is the one a clone would have made: owned by the sandbox's user namespace, loopback only.
 //!
-//! The helper runs beside the init, so it touches nothing the init uses: it makes raw system
-//! calls (the C library's wrappers would set `errno`, which is the init's), keeps its data on
-//! its own stack, and reports through atomics that the init reads once it has reaped it.
+//! The helper makes raw system calls, keeps its data on its own stack, and reports through
+//! atomics in a shared mapping that the init reads once it has reaped it.
+//!
+//! Why a copy of the memory and not the memory itself (`CLONE_VM`, as this helper once had):
+//! the kernel marks a process that ever shared its memory with another process, other than
+//! through `vfork`, for good (`MMF_MULTIPROCESS`), and every later write of that process's
+//! `oom_score_adj` then walks every process on the machine under one global mutex, to keep the
+//! sharers' scores alike. The init writes its score twice for each command it starts (see
+//! `serve::OomScore`): every `exec` call of every session took that walk, one at a time, so
+//! `exec` calls grew dearer with every session the machine held (bench/README.md).
 
 use std::ffi::c_void;
 use std::io;
@@ -37,6 +44,10 @@ const STEPS: [&str; 5] = [
 /// The helper's stack: a few frames of raw system calls, with room to spare.
 const STACK_BYTES: usize = 64 * 1024;
 
+/// How the helper is cloned: the init's descriptor table (the namespace's descriptor is left in
+/// it), a copy of its memory (not `CLONE_VM`: see the module's text), reaped as a child.
+const HELPER_CLONE_FLAGS: libc::c_int = libc::CLONE_FILES | libc::SIGCHLD;
+
 /// What the helper reports: the namespace's descriptor (-1 until it has one: a helper killed
 /// before reporting leaves no descriptor to take), or the failed step (1-based) and its errno.
 struct Shared {
@@ -51,7 +62,7 @@ pub struct Making {
     pid: libc::pid_t,
     /// Dropped after `Drop::drop` has reaped the helper.
     _stack: ChildStack,
-    shared: Box<Shared>,
+    shared: crate::sys::SharedValue<Shared>,
     reaped: bool,
 }
 
@@ -67,19 +78,19 @@ impl Making {
     /// namespace (the sandbox's init has every capability in its own from the clone on).
     pub fn start() -> io::Result<Making> {
         let stack = ChildStack::new(STACK_BYTES)?;
-        let shared = Box::new(Shared {
+        let shared = crate::sys::SharedValue::new(Shared {
             netns: AtomicI32::new(-1),
             failed: AtomicUsize::new(0),
             errno: AtomicI32::new(0),
-        });
-        // SAFETY: `helper` reads and writes only `shared` (atomics, alive until the helper is
-        // reaped: see `wait`) and its own stack, and makes raw system calls; the stack is used
-        // by nobody else.
+        })?;
+        // SAFETY: `helper` writes only `shared` (atomics in a shared mapping, alive until the
+        // helper is reaped: see `wait`) and its own copy of the stack, and makes raw system
+        // calls; everything else it has is a copy of this process's memory.
         let pid = unsafe {
             libc::clone(
                 helper,
                 stack.top(),
-                libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
+                HELPER_CLONE_FLAGS,
                 &*shared as *const Shared as *mut c_void,
             )
         };
@@ -146,7 +157,7 @@ impl Drop for Making {
     }
 }
 
-/// The helper, on its own stack, sharing the init's memory and descriptors.
+/// The helper, on its own stack, in a copy of the init's memory, sharing its descriptors.
 extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Shared` of `Making::start`, alive until this process is reaped.
     let shared = unsafe { &*(arg as *const Shared) };
@@ -282,6 +293,26 @@ mod tests {
             .unwrap();
         assert_eq!(socket.recv(&mut buf).unwrap(), 4);
         assert_eq!(&buf, b"ping");
+    }
+
+    /// The helper writes a copy of the init's memory, not the memory itself: its stack, which
+    /// it used, is still untouched in the process that started it (with `CLONE_VM` it held the
+    /// helper's frames). The kernel then never marks the init as sharing its memory, and its
+    /// `oom_score_adj` writes (two per command) stay off the walk of every process.
+    #[test]
+    fn the_helper_runs_in_a_copy_of_the_callers_memory() {
+        let mut making = Making::start().unwrap();
+        making.wait();
+        // The C library's `clone` leaves the function and its argument at the top, in the caller.
+        assert!(
+            making._stack.is_untouched_below(64),
+            "the helper wrote the caller's memory"
+        );
+        // It ran and reported through the shared mapping: a namespace, or the step it failed.
+        assert!(
+            making.shared.netns.load(Ordering::SeqCst) >= 0
+                || making.shared.failed.load(Ordering::SeqCst) > 0
+        );
     }
 
     #[test]
