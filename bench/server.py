@@ -66,6 +66,97 @@ def rss_kib(pid):
     return 0
 
 
+def process_times():
+    """Every process's (ppid, CPU seconds of its own and of its reaped children), by pid."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(pid)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / hz)
+    return out
+
+
+CPUACCT = "/sys/fs/cgroup/cpuacct"
+
+
+def cpuacct_group(pid):
+    """The v1 `cpuacct` cgroup directory `pid` runs in, where it is one of its own (not the
+    root): it counts every process envcraft starts, whatever reaps it, to the nanosecond."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "cpuacct" in controllers.split(",") and path != "/":
+                    return CPUACCT + path
+    except OSError:
+        pass
+    return None
+
+
+def own_cpuacct_group(name):
+    """A fresh `cpuacct` cgroup for the server (root, cgroup v1), or None where there is none."""
+    path = os.path.join(CPUACCT, name)
+    try:
+        os.mkdir(path)
+        return path
+    except OSError:
+        return None
+
+
+def cpu_sample(server_pid):
+    """CPU seconds so far: the machine's busy time; of it, envcraft's (its `cpuacct` cgroup's
+    where the server has one of its own, else the server and every process below it: the
+    sandbox maker, the inits, the commands they reaped), this load
+    client's, the machine's PID 1 (on these VMs a process API that is not envcraft's), the
+    kernel's threads (kthreadd's children: workqueues, RCU, softirq threads), interrupts and
+    softirqs not charged to any process, and time the hypervisor gave to another guest."""
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = cpu[:8]
+    procs = process_times()
+    children = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(root):
+        total, todo = 0.0, [root]
+        while todo:
+            pid = todo.pop()
+            total += procs.get(pid, (0, 0.0))[1]
+            todo += children.get(pid, [])
+        return total
+
+    group = cpuacct_group(server_pid)
+    if group:
+        with open(os.path.join(group, "cpuacct.usage")) as f:
+            envcraft_s = int(f.read()) / 1e9
+        with open(os.path.join(group, "cpuacct.stat")) as f:
+            envcraft_kernel = dict(line.split() for line in f).get("system")
+        envcraft_kernel_s = int(envcraft_kernel) / hz if envcraft_kernel else float("nan")
+    else:
+        envcraft_s, envcraft_kernel_s = tree(server_pid), float("nan")
+    me = os.times()
+    return {"busy": (user + nice + system + irq + softirq + steal) / hz,
+            "envcraft": envcraft_s, "envcraft_kernel": envcraft_kernel_s, "client": me.user + me.system,
+            "pid1": procs.get(1, (0, 0.0))[1], "kthreads": tree(2),
+            "irq": (irq + softirq) / hz, "steal": steal / hz}
+
+
+def cpu_shares(before, after):
+    """Where the machine's CPU went between two samples, in CPU seconds; `other` is what no
+    part names (processes that ended unreaped by any of them, rounding)."""
+    d = {k: after[k] - before[k] for k in before}
+    d["other"] = d["busy"] - sum(d[k] for k in ("envcraft", "client", "pid1", "kthreads", "irq", "steal"))
+    return d
+
+
 def describe(e):
     """An error as `category: message` (the server's category, else the exception's type)."""
     return f"{getattr(e, 'category', None) or type(e).__name__}: {e}"
@@ -118,12 +209,15 @@ async def load_with(client, url, pid, n):
         await asyncio.sleep(0.02)
     rss_before = rss_kib(pid)
     used_before = used_kib()
+    cpu = {}
+    cpu0 = cpu_sample(pid)
     t = time.perf_counter()
     # Creates are not retried: past what the machine holds each is answered 503 `capacity` at
     # once (counted below by category), and the calls then run in the sessions that exist.
     async with envcraft.AsyncClient(url, max_retries=0, max_connections=CONCURRENCY) as creator:
         created = await bounded(n, lambda i: creator.create(TASK))
     create_s = time.perf_counter() - t
+    cpu["create"] = cpu_shares(cpu0, cpu_sample(pid))
     sessions = [s for s in created if not isinstance(s, BaseException)]
     errors += [describe(e) for e in created if isinstance(e, BaseException)]
     rss_after = rss_kib(pid)
@@ -155,12 +249,16 @@ async def load_with(client, url, pid, n):
             if not (r.get("ok") and f"session {s.id} write {k}" in str(r.get("stdout", ""))):
                 mixed += 1
 
+    cpu0 = cpu_sample(pid)
     t = time.perf_counter()
     errors += [describe(e) for e in await bounded(len(sessions), file_calls) if isinstance(e, BaseException)]
     file_s = time.perf_counter() - t
+    cpu["file"] = cpu_shares(cpu0, cpu_sample(pid))
+    cpu0 = cpu_sample(pid)
     t = time.perf_counter()
     errors += [describe(e) for e in await bounded(len(sessions), exec_calls) if isinstance(e, BaseException)]
     exec_s = time.perf_counter() - t
+    cpu["exec"] = cpu_shares(cpu0, cpu_sample(pid))
 
     verify_lat = []
 
@@ -183,7 +281,7 @@ async def load_with(client, url, pid, n):
         "file_calls": len(file_lat), "file_s": file_s, "file_lat": file_lat,
         "exec_calls": len(exec_lat), "exec_s": exec_s, "exec_lat": exec_lat,
         "verify_s": verify_s, "verify_lat": verify_lat, "floor": floor, "floor_new": floor_new,
-        "errors": errors, "mixed": mixed,
+        "errors": errors, "mixed": mixed, "cpu": cpu,
     }
 
 
@@ -222,8 +320,17 @@ def run_one(binary, n):
               file=sys.stderr)
     log_path = state + ".log"
     log = open(log_path, "a")
+    # Its own cpuacct cgroup, so that where the machine's CPU went can be read whole.
+    group = own_cpuacct_group(os.path.basename(state))
+
+    def join_group():
+        if group:
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
     server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
-                              env={**os.environ, "ENVCRAFT_LOG": "info,envcraft=info"})
+                              env={**os.environ, "ENVCRAFT_LOG": "info,envcraft=info"},
+                              preexec_fn=join_group)
     try:
         line = server.stdout.readline().strip()
         if not line.startswith("listening on "):
@@ -245,6 +352,11 @@ def run_one(binary, n):
             server.kill()
             server.wait()
         shutil.rmtree(state, ignore_errors=True)
+        if group:
+            try:
+                os.rmdir(group)
+            except OSError as e:
+                print(f"bench/server.py: {group} not removed: {e}", file=sys.stderr)
         log.close()
         with open(log_path) as f:
             plain = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in f]
@@ -290,6 +402,24 @@ def run_one(binary, n):
         f"- Errors: {len(r['errors'])}; lost calls: {lost}; mixed-up responses: {r['mixed']}; "
         f"target zero: {verdict(not r['errors'] and lost == 0 and r['mixed'] == 0)}.",
     ]
+    cores = os.cpu_count() or 1
+    out.append(f"- Where the machine's {cores} cores went, in cores over each phase: envcraft (the "
+               "server, its sandbox maker, the inits and the commands they reaped), the load "
+               "client, the machine's PID 1 (a process of the VM, not envcraft's), the kernel's "
+               "threads, interrupts and softirqs charged to no process, the hypervisor's steal, "
+               "and what none of these names; then the phase's calls per CPU-second of envcraft's:")
+    for phase, key, calls, secs in (("creates", "create", r["opened"], r["create_s"]),
+                                    ("file calls", "file", r["file_calls"], r["file_s"]),
+                                    ("exec calls", "exec", r["exec_calls"], r["exec_s"])):
+        c = r["cpu"][key]
+        per = calls / c["envcraft"] if c["envcraft"] > 0 else float("nan")
+        kernel = c["envcraft_kernel"] / c["envcraft"] if c["envcraft"] > 0 else float("nan")
+        out.append(f"  - {phase}: busy {c['busy'] / secs:.2f}, envcraft {c['envcraft'] / secs:.2f} "
+                   f"({kernel:.0%} of it in the kernel), "
+                   f"client {c['client'] / secs:.2f}, PID 1 {c['pid1'] / secs:.2f}, "
+                   f"kernel threads {c['kthreads'] / secs:.2f}, interrupts {c['irq'] / secs:.2f}, "
+                   f"steal {c['steal'] / secs:.2f}, other {c['other'] / secs:.2f}; "
+                   f"{per:,.0f} a CPU-second of envcraft's")
     if plan:
         out.append(f"- The server's plan at start: `{plan[:300]}`")
     if r["n"] < r["asked"]:

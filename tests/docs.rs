@@ -1,6 +1,6 @@
 //! Docs that cannot drift: every flag of every subcommand is in `docs/cli.md`, every route in
 //! `docs/http-api.md`, every built-in tool in `docs/sessions.md`, every key of the bundled
-//! policies in `docs/policies.md` (named in backquotes, or as `key =` in its annotated file), and every page the README links to exists.
+//! policies in `docs/policies.md` (named in backquotes, or as `key =` in its annotated file), and every page the README or a page of `docs/` links to exists.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -92,19 +92,50 @@ fn every_key_of_the_bundled_policies_is_in_the_policies_page() {
     assert!(missing.is_empty(), "not in docs/policies.md: {missing:?}");
 }
 
+/// The local files a Markdown page links to (`[text](target)`, anchors dropped), as written.
+fn local_links(text: &str) -> Vec<&str> {
+    let mut links = Vec::new();
+    for (i, _) in text.match_indices("](") {
+        let rest = &text[i + 2..];
+        let Some(end) = rest.find(')') else { continue };
+        let target = rest[..end].split('#').next().unwrap_or_default();
+        if !target.is_empty() && !target.contains("://") && !target.contains(' ') {
+            links.push(target);
+        }
+    }
+    links
+}
+
 #[test]
 fn every_page_the_readme_links_to_exists() {
-    let readme = page("README.md");
-    for (i, _) in readme.match_indices("](") {
-        let rest = &readme[i + 2..];
-        let target = &rest[..rest.find(')').unwrap()];
-        if target.starts_with("http") {
-            continue;
-        }
-        let file = target.split('#').next().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for target in local_links(&page("README.md")) {
         assert!(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(file).exists(),
+            root.join(target).exists(),
             "README links to {target}, which does not exist"
         );
     }
+}
+
+/// A page of docs/ once linked to `capacity.md`, a page that never existed.
+#[test]
+fn every_page_a_doc_links_to_exists() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut broken = Vec::new();
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for target in local_links(&text) {
+            if !docs.join(target).exists() {
+                broken.push(format!("{} -> {target}", path.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to pages that do not exist: {broken:#?}"
+    );
 }
