@@ -343,6 +343,44 @@ fn background_commands_are_listed_polled_and_killed() {
     assert_eq!(r[8]["error"]["category"], "not_found");
 }
 
+/// Closing a session kills every process of its sandbox, also those forked while the kill goes
+/// out and those whose parents died (orphans, the init's children then): the init kills what
+/// its namespace's `/proc` lists, round after round, until nothing is left to reap.
+#[test]
+fn a_closed_session_leaves_none_of_a_tree_still_forking() {
+    if !sandbox_ready() {
+        return;
+    }
+    let digits: String = common::unique_token()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .take(6)
+        .collect();
+    let marker = format!("sleep 1000.{}{digits}", std::process::id());
+    // Under the policy's 256 processes: three sleepers every 50 ms for about a second.
+    let forker =
+        format!("while :; do {marker} & ( {marker} & ) ; setsid {marker} & sleep 0.05; done");
+    let calls = [
+        json!({"tool": "exec", "args": {"command": forker, "background": true}}),
+        json!({"tool": "exec", "args": {"command": format!("{marker} & {marker} & sleep 0.5")}}),
+        json!({"tool": "exec", "args": {"command": format!("pgrep -fc '{marker}'")}}),
+    ];
+    let r = common::action_results(&run("example/extract-todos", &calls, &[]));
+    let running: u32 = r[2]["stdout"]
+        .as_str()
+        .unwrap_or("")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(running >= 10, "the tree did not fork: {r:?}");
+    // `run` returned once the session was closed: the init has reaped every process by then.
+    let left = host_pids_with_arg(&marker);
+    assert!(
+        left.is_empty(),
+        "processes outlived their session: {left:?}"
+    );
+}
+
 #[test]
 fn unknown_tools_and_bad_arguments_get_structured_errors() {
     if !sandbox_ready() {
