@@ -612,3 +612,44 @@ fn the_parents_background_commands_run_again_after_a_fork() {
         ran.describe()
     );
 }
+
+/// The freeze around a fork stops a tree that keeps forking: the init signals what its
+/// namespace's `/proc` lists, round after round, and a child forked as the signals went out is
+/// caught by the next round (envcraft warns when not every process stopped in time). The
+/// counter's `mv` is started by `vfork` (dash's way): its parent, waiting for a child stopped
+/// before its exec, cannot stop, and once made every such freeze wait its full 2 s.
+#[test]
+fn a_fork_freezes_a_tree_that_keeps_forking() {
+    if !sandbox_ready() {
+        return;
+    }
+    let tasks = Tasks::new();
+    let storm = "while :; do ( sh -c 'exit 0' & ) ; sh -c 'exit 0' & wait; done";
+    let counter = "i=0; while :; do i=$((i+1)); echo $i > count.tmp && mv count.tmp count; done";
+    let lines = [
+        call("exec", json!({"command": storm, "background": true})),
+        call("exec", json!({"command": counter, "background": true})),
+        call(
+            "exec",
+            json!({"command": "for i in $(seq 400); do [ -e count ] && exit 0; sleep 0.01; done"}),
+        ),
+    ];
+    let mut input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    // Each fork from the first session, the one whose processes run.
+    input.push_str(":fork\n:use 0\n:fork\n:use 0\n:fork\n:quit\n");
+    let state = tempfile::tempdir().unwrap();
+    let workspaces = tasks.path().to_str().unwrap();
+    let ran = envcraft(
+        &["shell", "hc/manifest", "--workspaces", workspaces],
+        &input,
+        state.path(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+    assert!(
+        !ran.stderr
+            .contains("not every process of the sandbox stopped"),
+        "a fork went ahead with processes running:\n{}",
+        ran.describe()
+    );
+}

@@ -2,10 +2,10 @@
 //! fork it), so that nothing moves under the walk; thawing them after, always.
 //!
 //! With namespaces the sandbox's init does it ([`Report::Freeze`]): as PID 1 of the sandbox's
-//! PID namespace, `kill(-1, SIGSTOP)` reaches every other process in it, whatever session or
-//! process group it made for itself, and is sent again each round until the namespace's
-//! `/proc` shows every task stopped (a process forked as the first signal went out is caught
-//! by the next), within [`FREEZE_WAIT`]. `SIGCONT` to all thaws ([`Report::Thaw`]). This needs
+//! PID namespace, it sends `SIGSTOP` to every other process its namespace's `/proc` lists
+//! ([`signal_namespace`]), whatever session or process group it made for itself, again each
+//! round until that `/proc` shows every task stopped (a process forked as the signals went out
+//! is caught by the next), within [`FREEZE_WAIT`]. `SIGCONT` to all thaws ([`Report::Thaw`]). This needs
 //! no cgroup, so it works for every namespaced run, root or not; the cgroup freezer would need
 //! a third cgroup per run (v1 here mounts `freezer` apart from `pids` and `memory`).
 //!
@@ -39,14 +39,27 @@ fn all_stopped(proc_root: &Path, pids: &[i32]) -> bool {
         entries.flatten().all(|task| {
             match std::fs::read_to_string(task.path().join("stat")) {
                 // The state follows the command name's closing parenthesis.
-                Ok(stat) => stat
+                Ok(stat) => match stat
                     .rsplit_once(')')
                     .and_then(|(_, rest)| rest.trim_start().chars().next())
-                    .is_none_or(|state| matches!(state, 'T' | 't' | 'Z' | 'X')),
+                {
+                    None | Some('T' | 't' | 'Z' | 'X') => true,
+                    Some('D') => waits_for_its_vfork_child(&task.path()),
+                    Some(_) => false,
+                },
                 Err(_) => true,
             }
         })
     })
+}
+
+/// Whether a task in uninterruptible sleep is the parent of a `vfork` waiting for its child
+/// to exec or exit (dash runs simple commands so, Python's `subprocess` too). It cannot stop
+/// before that, and cannot run either: its child, which `pids` lists too, is what must stop.
+/// Such a parent once kept every freeze around a `mv` in a loop waiting its full 2 s.
+fn waits_for_its_vfork_child(task: &Path) -> bool {
+    std::fs::read_to_string(task.join("wchan"))
+        .is_ok_and(|wchan| matches!(wchan.trim(), "kernel_clone" | "wait_for_vfork_done"))
 }
 
 /// The processes `/proc` lists, other than `except`.
@@ -83,22 +96,42 @@ fn stop_until_stopped(
     }
 }
 
+/// Send `signal` to every other process of the init's PID namespace: those its own `/proc`
+/// lists. Not `kill(-1)` first: for that the kernel walks every process on the machine, under
+/// the lock every fork and exit of the machine takes, and the walk grew with the sessions held
+/// (bench/README.md). Where `/proc` is not this namespace's (`/proc/self` is not 1),
+/// `kill(-1)`, which reaches the same processes. A process forked as the signals go out is not
+/// reached: callers repeat until what they wait for holds.
+/// Scope: the sandbox's init only (from anywhere else it reaches the host's processes).
+pub fn signal_namespace(signal: Signal) {
+    let proc_root = Path::new("/proc");
+    let ours = std::fs::read_link(proc_root.join("self")).is_ok_and(|p| p.as_os_str() == "1");
+    if !ours {
+        let _ = kill(Pid::from_raw(-1), signal);
+        return;
+    }
+    for pid in proc_pids(proc_root, 1) {
+        if pid > 1 {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+}
+
 /// The init's part of [`Report::Freeze`]: stop every other process of its PID namespace.
-/// Scope: the sandbox's init only (`kill(-1)` from anywhere else reaches the host's processes).
+/// Scope: the sandbox's init only.
 pub fn stop_namespace() -> bool {
     let proc_root = Path::new("/proc");
     stop_until_stopped(
-        || {
-            let _ = kill(Pid::from_raw(-1), Signal::SIGSTOP);
-        },
+        || signal_namespace(Signal::SIGSTOP),
         || proc_pids(proc_root, 1),
         proc_root,
     )
 }
 
-/// The init's part of [`Report::Thaw`]. Scope: the sandbox's init only.
+/// The init's part of [`Report::Thaw`]: nothing of the namespace forks while all is stopped, so
+/// one round reaches every process. Scope: the sandbox's init only.
 pub fn continue_namespace() {
-    let _ = kill(Pid::from_raw(-1), Signal::SIGCONT);
+    signal_namespace(Signal::SIGCONT);
 }
 
 impl Sandbox {

@@ -230,9 +230,11 @@ fn report_end(channel: &Channel, pid: Pid, report: &Report) -> Option<u64> {
 pub(super) fn stop(home: Vec<OwnedFd>, channel: &Channel) {
     use nix::errno::Errno;
     // Repeated until none is left to reap, in case one was being forked as the signals went
-    // out: its parent's death makes it the init's child, and the next round kills it.
+    // out: its parent's death makes it the init's child, and the next round kills it. Each
+    // round kills what `/proc` listed: every process then alive descends from the init, so one
+    // of the init's own children is among them, and the `waitpid` after it returns.
     let reaped = loop {
-        kill_the_others();
+        super::live::freeze::signal_namespace(nix::sys::signal::Signal::SIGKILL);
         match waitpid(None, Some(WaitPidFlag::__WALL)) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(Errno::ECHILD) => break true,
@@ -241,32 +243,6 @@ pub(super) fn stop(home: Vec<OwnedFd>, channel: &Channel) {
     };
     let left_cgroup = reaped && !home.is_empty() && super::cgroup::join_self(home).is_ok();
     let _ = channel.send(&Report::Stopped { left_cgroup }, &[]);
-}
-
-/// SIGKILL to every other process of the init's PID namespace, found in the namespace's own
-/// `/proc`, which lists it alone. Not `kill(-1)` first: the kernel walks every process on the
-/// machine for it, under the lock that every fork and exit of the machine takes, and the
-/// walk grew with the sessions held (one per close; bench/README.md). Where `/proc` is not
-/// this namespace's (`/proc/self` is not 1), `kill(-1)`, which reaches the same processes.
-/// Each round kills what was there when `/proc` was read: every process then alive is a
-/// descendant of the init, so one of the init's own children is among them, and the
-/// `waitpid` after it returns.
-fn kill_the_others() {
-    use nix::sys::signal::{Signal, kill};
-    let ours = std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == "1");
-    let listed = ours.then(|| std::fs::read_dir("/proc").ok()).flatten();
-    let Some(entries) = listed else {
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-        return;
-    };
-    for pid in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-    {
-        if pid > 1 {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
 }
 
 /// The init's own `oom_score_adj`, opened before Landlock made `/proc` read-only. A sandbox
