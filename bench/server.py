@@ -13,6 +13,10 @@ asyncio client of clients/python (at most CONCURRENCY requests in flight):
    of it back, checked byte for byte: a mixed-up response is counted), then 4 `exec` calls
    (`cat` of the same file, checked too): file and exec calls per second, p50/p99 latency;
 3. verifies every session, closes every session.
+For the create, file and exec phases, where the machine's CPU went (in cores): envcraft's, read
+from a cpuacct cgroup the server is started in (v1, as root; else its process tree in /proc),
+the load client's, the machine's PID 1's, the kernel threads', interrupts and steal; and the
+phase's calls per CPU-second of envcraft's, the figure that does not depend on what else runs.
 The peers, in the same run: sequential `GET /healthz` round trips on one kept-alive
 connection (the HTTP floor of the same server and client) and on a new connection each (the
 floor before the clients kept connections). The client keeps up to CONCURRENCY idle
