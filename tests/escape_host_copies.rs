@@ -179,6 +179,19 @@ impl Ran {
 }
 
 /// `bash contained envcraft ARGS` with `stdin`, killed (its whole session) after `deadline`.
+/// `envcraft shell hc/manifest` over `tasks` with `input` on its standard input, in a state
+/// root of its own.
+fn shell_over(tasks: &Tasks, input: &str, deadline: Duration) -> Ran {
+    let state = tempfile::tempdir().unwrap();
+    let workspaces = tasks.path().to_str().unwrap();
+    envcraft(
+        &["shell", "hc/manifest", "--workspaces", workspaces],
+        input,
+        state.path(),
+        deadline,
+    )
+}
+
 fn envcraft(args: &[&str], stdin: &str, state: &Path, deadline: Duration) -> Ran {
     let mut command = Command::new("bash");
     command
@@ -438,14 +451,7 @@ fn a_fork_never_reads_a_host_file_through_a_directory_swapped_with_a_host_link()
         input.push_str(":use 0\n");
     }
     input.push_str(":quit\n");
-    let state = tempfile::tempdir().unwrap();
-    let workspaces = tasks.path().to_str().unwrap();
-    let ran = envcraft(
-        &["shell", "hc/manifest", "--workspaces", workspaces],
-        &input,
-        state.path(),
-        Duration::from_secs(90),
-    );
+    let ran = shell_over(&tasks, &input, Duration::from_secs(90));
     assert_host_clean(&host, &ran);
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     assert_eq!(
@@ -493,14 +499,7 @@ fn a_directory_swapped_with_a_link_during_the_change_list_never_fails_the_run() 
     const DIFFS: usize = 300;
     input.push_str(&":diff\n".repeat(DIFFS));
     input.push_str(":quit\n");
-    let state = tempfile::tempdir().unwrap();
-    let workspaces = tasks.path().to_str().unwrap();
-    let ran = envcraft(
-        &["shell", "hc/manifest", "--workspaces", workspaces],
-        &input,
-        state.path(),
-        Duration::from_secs(60),
-    );
+    let ran = shell_over(&tasks, &input, Duration::from_secs(60));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     assert_eq!(
         ran.stdout
@@ -597,14 +596,7 @@ fn the_parents_background_commands_run_again_after_a_fork() {
         "{}\n:quit\n",
         call("exec", json!({"command": check}))
     ));
-    let state = tempfile::tempdir().unwrap();
-    let workspaces = tasks.path().to_str().unwrap();
-    let ran = envcraft(
-        &["shell", "hc/manifest", "--workspaces", workspaces],
-        &input,
-        state.path(),
-        Duration::from_secs(60),
-    );
+    let ran = shell_over(&tasks, &input, Duration::from_secs(60));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     assert!(
         ran.stdout.contains("RUNNING") && !ran.stdout.contains("STOPPED"),
@@ -637,14 +629,7 @@ fn a_fork_freezes_a_tree_that_keeps_forking() {
     let mut input: String = lines.iter().map(|l| format!("{l}\n")).collect();
     // Each fork from the first session, the one whose processes run.
     input.push_str(":fork\n:use 0\n:fork\n:use 0\n:fork\n:quit\n");
-    let state = tempfile::tempdir().unwrap();
-    let workspaces = tasks.path().to_str().unwrap();
-    let ran = envcraft(
-        &["shell", "hc/manifest", "--workspaces", workspaces],
-        &input,
-        state.path(),
-        Duration::from_secs(60),
-    );
+    let ran = shell_over(&tasks, &input, Duration::from_secs(60));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     assert!(
         !ran.stderr
