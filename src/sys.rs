@@ -323,6 +323,23 @@ pub fn landlock_abi_version() -> i32 {
     if ret < 0 { 0 } else { ret as i32 }
 }
 
+/// A fresh readable and writable anonymous mapping of `len` bytes (`flags`: private or shared).
+fn map_anonymous(
+    len: std::num::NonZeroUsize,
+    flags: nix::sys::mman::MapFlags,
+) -> io::Result<std::ptr::NonNull<libc::c_void>> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    unsafe {
+        nix::sys::mman::mmap_anonymous(
+            None,
+            len,
+            nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+            flags,
+        )
+    }
+    .map_err(io::Error::from)
+}
+
 /// One value in an anonymous shared mapping: the same memory in this process and in a child
 /// cloned without `CLONE_VM` (a copy of everything else), so that such a child can report
 /// through it. Unmapped on drop, which its owner lets happen only once the child has exited.
@@ -333,19 +350,9 @@ pub struct SharedValue<T: Sync> {
 
 impl<T: Sync> SharedValue<T> {
     pub fn new(value: T) -> io::Result<SharedValue<T>> {
-        let len = std::num::NonZeroUsize::new(std::mem::size_of::<T>().max(1))
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let base = unsafe {
-            nix::sys::mman::mmap_anonymous(
-                None,
-                len,
-                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-                nix::sys::mman::MapFlags::MAP_SHARED,
-            )
-        }
-        .map_err(io::Error::from)?;
-        let value_ptr = base.cast::<T>();
+        let len = std::num::NonZeroUsize::new(std::mem::size_of::<T>())
+            .unwrap_or(std::num::NonZeroUsize::MIN);
+        let value_ptr = map_anonymous(len, nix::sys::mman::MapFlags::MAP_SHARED)?.cast::<T>();
         // SAFETY: the mapping is page-aligned (so aligned for T), at least size_of::<T>() long,
         // and ours alone until this returns.
         unsafe { value_ptr.as_ptr().write(value) };
@@ -387,16 +394,8 @@ impl ChildStack {
     pub fn new(len: usize) -> io::Result<ChildStack> {
         let size = std::num::NonZeroUsize::new(len)
             .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
-        let base = unsafe {
-            nix::sys::mman::mmap_anonymous(
-                None,
-                size,
-                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-                nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_STACK,
-            )
-        }
-        .map_err(io::Error::from)?;
+        let flags = nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_STACK;
+        let base = map_anonymous(size, flags)?;
         Ok(ChildStack { base, len })
     }
 

@@ -1,6 +1,7 @@
 //! Docs that cannot drift: every flag of every subcommand is in `docs/cli.md`, every route in
 //! `docs/http-api.md`, every built-in tool in `docs/sessions.md`, every key of the bundled
-//! policies in `docs/policies.md` (named in backquotes, or as `key =` in its annotated file), and every page the README or a page of `docs/` links to exists.
+//! policies in `docs/policies.md` (named in backquotes, or as `key =` in its annotated file),
+//! and every page the README or a page of `docs/` links to exists.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

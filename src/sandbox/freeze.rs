@@ -5,9 +5,9 @@
 //! PID namespace, it sends `SIGSTOP` to every other process its namespace's `/proc` lists
 //! ([`signal_namespace`]), whatever session or process group it made for itself, again each
 //! round until that `/proc` shows every task stopped (a process forked as the signals went out
-//! is caught by the next), within [`FREEZE_WAIT`]. `SIGCONT` to all thaws ([`Report::Thaw`]). This needs
-//! no cgroup, so it works for every namespaced run, root or not; the cgroup freezer would need
-//! a third cgroup per run (v1 here mounts `freezer` apart from `pids` and `memory`).
+//! is caught by the next), within [`FREEZE_WAIT`]. `SIGCONT` to all thaws ([`Report::Thaw`]).
+//! This needs no cgroup, so it works for every namespaced run, root or not; the cgroup freezer
+//! would need a third cgroup per run (v1 here mounts `freezer` apart from `pids` and `memory`).
 //!
 //! Without namespaces (`portable`) envcraft stops the process group of each running background
 //! command and every process in the run's cgroup when there is one; a process that left both
@@ -111,9 +111,7 @@ pub fn signal_namespace(signal: Signal) {
         return;
     }
     for pid in proc_pids(proc_root, 1) {
-        if pid > 1 {
-            let _ = kill(Pid::from_raw(pid), signal);
-        }
+        let _ = kill(Pid::from_raw(pid), signal);
     }
 }
 
